@@ -1,0 +1,1 @@
+"""Frozen values passed between nat-verify's pure functions."""
