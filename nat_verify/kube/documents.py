@@ -1,0 +1,199 @@
+"""Read manifest files into raw objects that remember where they came from.
+
+PyYAML reads both YAML and JSON (JSON is, for everything ``kubectl`` prints, a subset of YAML),
+so one reader covers ``*.yaml``, ``*.yml`` and ``*.json``. Mappings and sequences are built as
+``YamlMap``/``YamlSeq``, which carry the line of the mapping itself and of each key or item, so a
+later check can point at the exact field. ``kind: List`` (what ``kubectl get -o yaml`` prints)
+and typed lists such as ``ServiceList`` are flattened into their items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from nat_verify.kube.errors import KubeInputError
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class YamlMap(dict[str, Any]):
+    """A mapping plus the 1-based line of itself and of each of its keys."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+
+    def line_of(self, key: str) -> int:
+        return self.key_lines.get(key, self.line) if hasattr(self, "key_lines") else self.line
+
+
+class YamlSeq(list[Any]):
+    """A sequence plus the 1-based line of itself and of each item."""
+
+    line: int = 0
+    item_lines: list[int]
+
+    def line_at(self, index: int) -> int:
+        lines = getattr(self, "item_lines", [])
+        return lines[index] if index < len(lines) else self.line
+
+
+# libyaml's parser is several times faster on large `kubectl get` dumps; the constructors
+# below run in Python either way.
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):
+    pass
+
+
+def _construct_map(loader: Any, node: yaml.MappingNode) -> Iterator[YamlMap]:
+    data = YamlMap()
+    data.line = node.start_mark.line + 1
+    data.key_lines = {}
+    yield data
+    loader.flatten_mapping(node)  # resolves `<<` merge keys
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                "found an unhashable key",
+                key_node.start_mark,
+            ) from None
+        if key in data:
+            # The API server's decoder rejects duplicate fields; silently keeping one would
+            # verify something other than what the file says.
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        data[key] = loader.construct_object(value_node, deep=False)
+        data.key_lines[str(key)] = key_node.start_mark.line + 1
+
+
+def _construct_seq(loader: Any, node: yaml.SequenceNode) -> Iterator[YamlSeq]:
+    data = YamlSeq()
+    data.line = node.start_mark.line + 1
+    data.item_lines = [child.start_mark.line + 1 for child in node.value]
+    yield data
+    data.extend(loader.construct_object(child, deep=False) for child in node.value)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+
+
+@attrs.frozen(eq=False)
+class RawObject:
+    """One Kubernetes object as read: its mapping, file and 1-based line."""
+
+    file: str
+    line: int
+    data: YamlMap
+
+
+def parse_text(text: str, file: str) -> list[RawObject]:
+    """All objects in one file's text (documents in order, Lists flattened)."""
+    loader = _Loader(text)
+    out: list[RawObject] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            line = node.start_mark.line + 1
+            data = loader.construct_document(node)
+            if data is None:  # an empty document, e.g. a trailing `---`
+                continue
+            if not isinstance(data, YamlMap):
+                raise KubeInputError(
+                    file,
+                    line,
+                    f"a document must be a mapping (a Kubernetes object), got {_kind_of(data)}",
+                )
+            out.extend(_flatten(file, data))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 0
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise KubeInputError(file, line, f"malformed YAML/JSON: {problem}") from None
+    except yaml.YAMLError as exc:  # e.g. a reader error without a mark
+        raise KubeInputError(file, 0, f"malformed YAML/JSON: {exc}") from None
+    finally:
+        loader.dispose()
+    return out
+
+
+def _flatten(file: str, data: YamlMap) -> Iterator[RawObject]:
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in data:
+        items = data["items"]
+        if items is None:
+            return
+        if not isinstance(items, YamlSeq):
+            raise KubeInputError(
+                file,
+                data.line_of("items"),
+                f"{kind}: 'items' must be a list of objects (got {_kind_of(items)})",
+            )
+        for index, item in enumerate(items):
+            if not isinstance(item, YamlMap):
+                raise KubeInputError(
+                    file,
+                    items.line_at(index),
+                    f"{kind}: items[{index}] must be a mapping (a Kubernetes object), "
+                    f"got {_kind_of(item)}",
+                )
+            yield from _flatten(file, item)
+        return
+    yield RawObject(file=file, line=data.line, data=data)
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def read_file(path: Path) -> list[RawObject]:
+    """Objects of one file; unreadable files and bad encodings become ``KubeInputError``."""
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise KubeInputError(file, 0, f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise KubeInputError(file, line, "expected UTF-8 text, got undecodable bytes") from None
+    return parse_text(text, file)
+
+
+def spec_files(path: Path) -> list[Path]:
+    """``path`` itself if it is a file, else every spec file under it, recursively, sorted.
+
+    Hidden files and directories (``.git``, editor backups) are skipped.
+    """
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise KubeInputError(str(path), 0, "no such file or directory")
+    found = [
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p.suffix in SPEC_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    ]
+    return sorted(found)

@@ -1,0 +1,41 @@
+"""Object metadata shared by every kind: name, namespace, labels, and the message prefix."""
+
+from __future__ import annotations
+
+import attrs
+
+from nat_verify.kube.documents import RawObject
+from nat_verify.kube.fields import Fields
+from nat_verify.model.cluster import SourceRef
+
+
+@attrs.frozen(eq=False)
+class Meta:
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    deleting: bool  # metadata.deletionTimestamp is set
+    source: SourceRef
+    fields: Fields  # the whole object, with messages prefixed "Kind ns/name"
+
+
+def read_meta(obj: RawObject, kind: str, *, namespaced: bool = True) -> Meta:
+    top = Fields(obj.file, obj.data, kind)
+    md = top.mapping("metadata")
+    if md is None:
+        top.fail("metadata", "is required (with at least a name)")
+    name = md.text("name", required=True)
+    # The API server puts an object without a namespace into the request's namespace, which
+    # for `kubectl apply -f` of a plain manifest is "default".
+    namespace = md.text("namespace", "default") or "default" if namespaced else ""
+    what = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    return Meta(
+        name=name,
+        namespace=namespace,
+        labels=md.string_map("labels") or {},
+        annotations=md.string_map("annotations") or {},
+        deleting=md.has("deletionTimestamp"),
+        source=SourceRef(obj.file, obj.line),
+        fields=Fields(obj.file, obj.data, what),
+    )
