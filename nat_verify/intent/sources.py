@@ -1,0 +1,168 @@
+"""Source addresses that exercise every distinction intent makes for one destination.
+
+Each pair is ``(src ip, origin)``. Together they cover: an off-node client (outside every
+loadBalancerSourceRange), one client inside each range, the Service's own LB IP as a source
+(the node-reaching-its-LB exception), a pod of this node that is not an endpoint, each local
+endpoint pod (hairpin), a pod of another node (arrives from off the node), and the host (a node
+address; 127.0.0.1 for localhost NodePorts, which only the host can reach).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from nat_verify.intent.destination import Destination, family_ips, find_service_port, lb_ips
+from nat_verify.intent.detector import classify_origin, node_addresses, pod_networks
+from nat_verify.intent.endpoints import EndpointInfo, endpoint_infos
+from nat_verify.model.cluster import Cluster, IPAddress, IPNetwork
+
+# documentation ranges first (RFC 5737 / RFC 3849), then further fallbacks
+_EXTERNAL_CANDIDATES = {
+    4: ("203.0.113.2", "198.51.100.2", "192.0.2.2", "100.64.0.2", "172.31.255.2"),
+    6: ("2001:db8:ffff::2", "2001:db8:fffe::2", "fd12:3456:789a::2"),
+}
+
+
+def interesting_sources(
+    cluster: Cluster, node: str, dest: Destination
+) -> tuple[tuple[str, str], ...]:
+    """(src ip, origin) pairs covering every distinction for ``dest`` on ``node``."""
+    family = dest.family
+    out: list[tuple[str, str]] = []
+
+    def add(ip: str, origin: str | None = None) -> None:
+        pair = (ip, origin or classify_origin(cluster, node, ip))
+        if pair not in out:
+            out.append(pair)
+
+    if dest.address_class == "localhost-node-port":
+        add("127.0.0.1", "host")
+        return tuple(out)
+
+    svc, sp = find_service_port(cluster, dest.service, dest.proto)
+    infos = endpoint_infos(cluster, node, svc, sp, family)
+    ranges = _ranges(svc.lb_source_ranges, family) if dest.address_class == "lb-ip" else ()
+    taken = _taken(cluster, node, family, infos_ips=[e.ip for e in infos])
+
+    outside = _external_client(family, taken, ranges)
+    if outside is not None:
+        add(outside, "external")
+    for net in ranges:
+        inside = _inside(net, taken)
+        if inside is not None:
+            add(inside)
+    if dest.address_class == "lb-ip":
+        for ip in lb_ips(svc, family):
+            add(ip)
+
+    pod = _non_endpoint_pod(cluster, node, family, {e.ip for e in infos})
+    if pod is not None:
+        add(pod, "pod")
+    for e in infos:
+        if e.local:
+            add(e.ip, "pod")
+    remote = _remote_pod(cluster, node, family, infos)
+    if remote is not None:
+        add(remote, "external")
+
+    hosts = family_ips(cluster.node(node).internal_ips, family)
+    if hosts:
+        add(hosts[0], "host")
+    return tuple(out)
+
+
+def _ranges(texts: tuple[str, ...], family: int) -> tuple[IPNetwork, ...]:
+    out: list[IPNetwork] = []
+    for t in texts:
+        try:
+            net = ipaddress.ip_network(t.strip(), strict=False)
+        except ValueError:
+            continue
+        if net.version == family:
+            out.append(net)
+    return tuple(out)
+
+
+def _taken(
+    cluster: Cluster, node: str, family: int, infos_ips: list[str]
+) -> tuple[set[IPAddress], tuple[IPNetwork, ...]]:
+    """Addresses and networks an "external" client must avoid."""
+    addrs: set[IPAddress] = {ipaddress.ip_address(a) for a in infos_ips}
+    nets: list[IPNetwork] = []
+    for n in cluster.nodes:
+        for a in family_ips(n.internal_ips, family):
+            addrs.add(ipaddress.ip_address(a))
+        nets.extend(_ranges(n.pod_cidrs, family))
+    nets.extend(_ranges(cluster.proxy.cluster_cidrs, family))
+    for svc in cluster.services:
+        for a in family_ips(svc.cluster_ips + svc.external_ips, family) + lb_ips(svc, family):
+            addrs.add(ipaddress.ip_address(a))
+    return addrs, tuple(nets)
+
+
+def _free(addr: IPAddress, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]]) -> bool:
+    addrs, nets = taken
+    return addr not in addrs and not any(addr in n for n in nets) and not addr.is_loopback
+
+
+def _external_client(
+    family: int,
+    taken: tuple[set[IPAddress], tuple[IPNetwork, ...]],
+    ranges: tuple[IPNetwork, ...],
+) -> str | None:
+    for text in _EXTERNAL_CANDIDATES[family]:
+        addr = ipaddress.ip_address(text)
+        if _free(addr, taken) and not any(addr in r for r in ranges):
+            return text
+    return None
+
+
+def _inside(net: IPNetwork, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]]) -> str | None:
+    """An address inside ``net``, preferably one that is not a node, pod or service address."""
+    # skip the network and broadcast addresses of ranges that have them
+    offsets = range(1, min(net.num_addresses - 1, 65)) if net.num_addresses > 2 else range(
+        net.num_addresses
+    )
+    candidates: list[IPAddress] = [net.network_address + k for k in offsets]
+    for addr in candidates:
+        if _free(addr, taken):
+            return str(addr)
+    return str(candidates[0]) if candidates else None
+
+
+def _non_endpoint_pod(
+    cluster: Cluster, node: str, family: int, endpoint_ips: set[str]
+) -> str | None:
+    for pod in cluster.pods:
+        if pod.node_name != node or pod.host_network:
+            continue
+        for ip in family_ips(pod.ips, family):
+            if ip not in endpoint_ips:
+                return ip
+    for net in pod_networks(cluster, node, family):
+        for i, addr in enumerate(net.hosts() if net.num_addresses > 2 else iter(net)):
+            if i > 64:
+                break
+            if i >= 1 and str(addr) not in endpoint_ips:  # skip .1, usually the bridge
+                return str(addr)
+    return None
+
+
+def _remote_pod(
+    cluster: Cluster, node: str, family: int, infos: tuple[EndpointInfo, ...]
+) -> str | None:
+    """A pod address of another node: a remote endpoint if any, else from its pod CIDR."""
+    own = node_addresses(cluster, node)
+    for e in infos:
+        if not e.local:
+            return str(e.ip)
+    for n in cluster.nodes:
+        if n.name == node:
+            continue
+        for net in _ranges(n.pod_cidrs, family):
+            for i, addr in enumerate(net):
+                if i >= 2 and str(addr) not in own:
+                    return str(addr)
+                if i > 8:
+                    break
+    return None
