@@ -1,0 +1,245 @@
+"""Terminal output: the summary table and findings of a report, and traces in one line each.
+
+Everything goes through ``rich`` ``Text`` objects, never markup strings, so a chain name or a
+comment such as ``[red]`` from a dump is printed as it is. Colour is added only when asked for
+(``color=True``); ``want_color`` decides that for a stream the usual way.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from nat_verify.model.outcome import Outcome, Trace
+from nat_verify.report import catalogue as cat
+from nat_verify.report.document import STATUSES
+from nat_verify.report.path import BUILTIN_CHAINS, Node, Segment, segments, walk
+from nat_verify.report.words import (
+    packet_json_text,
+    packet_text,
+    source_text,
+    step_text,
+    verdict_text,
+    where,
+)
+
+STATUS_STYLE = {
+    "proved": "bold green",
+    "holds": "green",
+    "violated": "bold red",
+    "inconclusive": "yellow",
+    "ok": "bold green",
+}
+SEVERITY_STYLE = {"error": "red", "warning": "yellow", "note": "cyan"}
+_DEST_NAT = frozenset({"DNAT", "REDIRECT", "NETMAP"})
+
+
+def want_color(stream: TextIO) -> bool:
+    """Colour for a terminal, unless NO_COLOR is set; FORCE_COLOR forces it."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _console(color: bool, width: int) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
+    return console, buf
+
+
+def _print(items: Sequence[RenderableType], *, color: bool, width: int) -> str:
+    console, buf = _console(color, width)
+    for item in items:
+        # soft_wrap: long trace lines stay one line, as promised
+        console.print(item, soft_wrap=isinstance(item, Text))
+    return buf.getvalue()
+
+
+# --- traces --------------------------------------------------------------------------------
+
+
+def _chain_nodes(outcome: Outcome) -> list[Node]:
+    """The chains the one-line form shows for an outcome.
+
+    The main line (call stack at the deciding rule) of each hook that did destination NAT,
+    then of the hook that dropped or rejected the packet; side trips that returned, such as
+    KUBE-MARK-MASQ, and hooks that only accepted are left to the verbose form. With neither
+    (no NAT, accepted), the chains entered in the first hook are shown.
+    """
+    segs = segments(outcome.path)
+    chosen: list[Segment] = [s for s in segs if s.nat_targets & _DEST_NAT]
+    if outcome.verdict in ("drop", "reject", "inconclusive") and segs and segs[-1] not in chosen:
+        chosen.append(segs[-1])
+    if not chosen:
+        return list(walk(segs[0].steps).nodes) if segs else []
+    nodes: list[Node] = []
+    for seg in chosen:
+        nodes.extend(n for n in seg.main_line if not nodes or nodes[-1] != n)
+    return nodes
+
+
+def _chains_text(nodes: Sequence[Node]) -> str:
+    if not nodes:
+        return "no rules"
+    parts = []
+    table = ""
+    for t, chain in nodes:
+        parts.append(f"{t} {chain}" if (t != table or chain in BUILTIN_CHAINS) else chain)
+        table = t
+    return " -> ".join(parts)
+
+
+def trace_line(trace: Trace, outcome: Outcome) -> Text:
+    """One outcome as ``packet | chains | verdict (p) | source``, styled for a terminal."""
+    line = Text()
+    line.append(packet_text(trace.packet), style="cyan")
+    line.append(" | ")
+    line.append(_chains_text(_chain_nodes(outcome)))
+    line.append(" | ")
+    style = {"drop": "red", "reject": "red", "inconclusive": "yellow"}.get(outcome.verdict, "green")
+    line.append(verdict_text(outcome), style=f"bold {style}")
+    src = source_text(outcome, trace.packet)
+    if src:
+        line.append(" | ")
+        line.append(src, style="magenta" if outcome.masquerade or outcome.snat else "")
+    return line
+
+
+def _step_lines(outcome: Outcome, source_lines: Sequence[str] | None) -> list[Text]:
+    out = []
+    for step in outcome.path:
+        t = Text("    ")
+        t.append(f"{step.table:<7} {step.chain:<30} {step.rule if step.rule else 'policy':>6}")
+        target = step_text(step)[len(str(step)) :]
+        t.append(f"{target:<34}", style="bold")
+        if step.line:
+            t.append(f" line {step.line}", style="dim")
+            if source_lines and 0 < step.line <= len(source_lines):
+                t.append(": ")
+                t.append(source_lines[step.line - 1].rstrip("\n"), style="dim")
+        out.append(t)
+    if outcome.reason:
+        out.append(Text(f"    reason: {outcome.reason}", style="yellow"))
+    return out
+
+
+def render_trace_text(
+    trace: Trace,
+    *,
+    verbose: bool = False,
+    color: bool = False,
+    source_lines: Sequence[str] | None = None,
+) -> str:
+    """The answer of ``nat-verify trace``: one line per outcome.
+
+    ``verbose`` adds every step below its outcome (table, chain, rule number, target and dump
+    line, with the line's text when ``source_lines``, the dump split in lines, is given).
+    """
+    items: list[RenderableType] = []
+    for outcome in trace.outcomes:
+        items.append(trace_line(trace, outcome))
+        if verbose:
+            items.extend(_step_lines(outcome, source_lines))
+    if not trace.outcomes:
+        items.append(Text(f"{packet_text(trace.packet)} | no outcome"))
+    return _print(items, color=color, width=10_000)
+
+
+# --- reports -------------------------------------------------------------------------------
+
+
+def _status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLE.get(status, ""))
+
+
+def summary_table(report: Mapping[str, Any]) -> Table:
+    titles = {**cat.BUILTIN, **cat.from_report(report)}
+    table = Table(box=box.SIMPLE_HEAVY, show_footer=True, pad_edge=False)
+    summary = report.get("summary", {})
+    totals = summary.get("statuses", {})
+    table.add_column("invariant", footer="total")
+    table.add_column("title")
+    for status in STATUSES:
+        table.add_column(status, justify="right", footer=str(totals.get(status, 0)))
+    for inv, counts in summary.get("invariants", {}).items():
+        row: list[RenderableType] = [Text(inv), Text(cat.info(inv, titles).title)]
+        for status in STATUSES:
+            n = counts.get(status, 0)
+            row.append(Text(str(n), style=STATUS_STYLE[status] if n else "dim"))
+        table.add_row(*row)
+    return table
+
+
+def finding_lines(f: Mapping[str, Any]) -> list[Text]:
+    head = Text()
+    head.append(str(f.get("invariant", "")), style="bold")
+    head.append(" ")
+    head.append_text(_status_text(str(f.get("status", "violated"))))
+    head.append(f"  {where(f.get('service', ''), f.get('node', ''))}  ")
+    severity = str(f.get("severity", "error"))
+    head.append(f"[{severity}]", style=SEVERITY_STYLE.get(severity, ""))
+    lines = [head, Text(f"  {f.get('message', '')}")]
+    for label, value in (
+        ("packet", packet_json_text(f.get("counterexample"))),
+        ("expected", f.get("expected", "")),
+        ("actual", f.get("actual", "")),
+        ("location", f.get("location", "")),
+    ):
+        if value:
+            t = Text(f"  {label + ':':<10}", style="bold")
+            t.append(str(value), style="")
+            lines.append(t)
+    path = list(f.get("path", []))
+    if path:
+        lines.append(Text("  rule path:", style="bold"))
+        nums = list(f.get("lines", []))
+        for i, step in enumerate(path):
+            line = nums[i] if i < len(nums) else 0
+            t = Text(f"    {i + 1:>2}. {step}")
+            if line:
+                t.append(f"  (line {line})", style="dim")
+            lines.append(t)
+    return lines
+
+
+def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 100) -> str:
+    """The summary table (invariant x status) and every finding, for a terminal."""
+    summary = report.get("summary", {})
+    outcome = str(summary.get("outcome", ""))
+    head = Text()
+    head.append(f"nat-verify {report.get('command', '')}".rstrip() + ": ")
+    head.append(outcome.upper() or "?", style=STATUS_STYLE.get(outcome, "bold"))
+    head.append(f" (exit code {summary.get('exit_code', '?')})")
+    clusters = report.get("clusters", [])
+    if clusters:
+        head.append(f"  clusters: {', '.join(clusters)}")
+    items: list[RenderableType] = [head, summary_table(report)]
+    findings = list(report.get("findings", []))
+    if findings:
+        items.append(Text(f"Findings ({len(findings)})", style="bold underline"))
+        for f in findings:
+            items.extend(finding_lines(f))
+            items.append(Text(""))
+    else:
+        items.append(Text("No findings."))
+    return _print(items, color=color, width=width)

@@ -1,0 +1,82 @@
+"""How packets and outcomes are worded, the same in every renderer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from nat_verify.model.outcome import Outcome, Step
+from nat_verify.model.packet import Packet, format_endpoint
+from nat_verify.report.path import target_word
+
+
+def fraction(p: Fraction) -> str:
+    return str(p.numerator) if p.denominator == 1 else f"{p.numerator}/{p.denominator}"
+
+
+def packet_text(packet: Packet) -> str:
+    """``external 203.0.113.9 -> 192.168.0.2:30080``; the protocol is named when not TCP.
+
+    The source port is left out: kube-proxy's rules never look at it, and people draw the
+    flow without it.
+    """
+    proto = "" if packet.proto == "tcp" else f"{packet.proto} "
+    return f"{packet.origin} {proto}{packet.src} -> {format_endpoint(packet.dst, packet.dport)}"
+
+
+def verdict_text(outcome: Outcome) -> str:
+    """``DNAT 10.42.1.7:8080 (p=1/2)``, ``REJECT (icmp-port-unreachable)``, ``DROP`` ..."""
+    o = outcome
+    if o.verdict == "reject":
+        text = f"REJECT ({o.reject_with})" if o.reject_with else "REJECT"
+    elif o.verdict == "drop":
+        text = "DROP"
+    elif o.verdict == "inconclusive":
+        text = f"inconclusive ({o.reason})" if o.reason else "inconclusive"
+    elif o.dnat:
+        text = f"DNAT {o.destination}"
+    elif o.verdict == "accept":
+        text = "ACCEPT"
+    else:  # forwarded untranslated
+        text = "no NAT"
+    if o.probability != 1:
+        text += f" (p={fraction(o.probability)})"
+    return text
+
+
+def source_text(outcome: Outcome, packet: Packet) -> str:
+    """What became of the client address: ``masquerade``, ``client IP kept`` ... or ``""``.
+
+    Empty for packets that never leave (dropped, rejected, inconclusive).
+    """
+    o = outcome
+    if o.verdict not in ("accept", "forward"):
+        return ""
+    if o.masquerade:
+        return "masquerade"
+    if o.snat:
+        return f"SNAT {o.src}"
+    if o.src == packet.src:
+        return "client IP kept"
+    return f"source {o.src}"
+
+
+def step_text(step: Step) -> str:
+    """``nat KUBE-SVC-X 2 -> KUBE-SEP-Y`` (the target only when known)."""
+    target = target_word(step.target)
+    return f"{step}{f' -> {target}' if target else ''}"
+
+
+def packet_json_text(packet: Mapping[str, Any] | None) -> str:
+    """A report's counterexample packet in one line: ``external tcp 1.2.3.4:5 -> 6.7.8.9:80``."""
+    if not packet:
+        return ""
+    return (
+        f"{packet.get('from', 'external')} {packet.get('proto', 'tcp')} "
+        f"{packet.get('src', '?')} -> {packet.get('dst', '?')}"
+    )
+
+
+def where(service: str, node: str) -> str:
+    return f"{service or '(node-wide)'} on {node or '(any node)'}"
