@@ -120,8 +120,10 @@ def expect(cluster: Cluster, node: str, dest: Destination, src: str, origin: str
     if dest.address_class == "localhost-node-port" and origin != "host":
         return Expectation(
             "unmanaged",
-            reasons=("127.0.0.1 is only reachable from the node itself; no promise for "
-                     f"{origin} traffic",),
+            reasons=(
+                "127.0.0.1 is only reachable from the node itself; no promise for "
+                f"{origin} traffic",
+            ),
         )
     if not sets.any_usable:
         return Expectation(
@@ -142,9 +144,7 @@ def expect(cluster: Cluster, node: str, dest: Destination, src: str, origin: str
 
 def _common_invariants(svc: Service, sets: EndpointSets) -> list[str]:
     inv: list[str] = []
-    if sets.cluster_terminating or sets.local_terminating or any(
-        e.terminating for e in sets.all
-    ):
+    if sets.cluster_terminating or sets.local_terminating or any(e.terminating for e in sets.all):
         inv.append("NV013")
     if svc.session_affinity == "ClientIP":
         inv.append("NV011")
@@ -207,8 +207,7 @@ def _internal_masquerade(proxy: ProxyConfig, det: Detector, src: str, origin: st
         )
     return _Masq(
         True,
-        f"{det.describe()} calls {src} traffic from outside the cluster: it is masqueraded "
-        "(NV009)",
+        f"{det.describe()} calls {src} traffic from outside the cluster: it is masqueraded (NV009)",
     )
 
 
@@ -240,8 +239,9 @@ def _external(
             "externalTrafficPolicy=Cluster: traffic to an external address is source-NATed "
             "(client IP lost)",
         )
-        return _dnat(sets.cluster, masq, src, origin, sets, inv + ["NV004", "NV007"] + common,
-                     reasons)
+        return _dnat(
+            sets.cluster, masq, src, origin, sets, inv + ["NV004", "NV007"] + common, reasons
+        )
 
     inv.append("NV005")
     if origin == "host":
@@ -250,8 +250,10 @@ def _external(
             "cluster endpoints (PR 77523)"
         )
         reasons.extend(sets.notes)
-        masq = _Masq(True, "host traffic to an external address is masqueraded (its source is a "
-                           "node address)")
+        masq = _Masq(
+            True,
+            "host traffic to an external address is masqueraded (its source is a node address)",
+        )
         return _dnat(sets.cluster, masq, src, origin, sets, inv + ["NV007"] + common, reasons)
     if is_local_traffic(det, src, origin):
         reasons.append(
@@ -275,7 +277,8 @@ def _external(
         return Expectation(
             "drop",
             invariants=("NV005",),
-            reasons=tuple(reasons) + (
+            reasons=tuple(reasons)
+            + (
                 "externalTrafficPolicy=Local and no usable endpoint on this node: external "
                 "traffic is dropped, never sent to another node",
             ),
@@ -308,8 +311,7 @@ def _dnat(
     if per_endpoint:
         invariants = invariants + ["NV008"]
         reasons.append(
-            f"hairpin: if {src} is sent to itself the connection must be masqueraded "
-            "(issue 20475)"
+            f"hairpin: if {src} is sent to itself the connection must be masqueraded (issue 20475)"
         )
     if masq.value is False and origin == "external":
         remote = [ep for ep in targets if not sets.is_local(ep) and ep not in dict(per_endpoint)]

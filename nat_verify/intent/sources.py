@@ -61,8 +61,7 @@ def interesting_sources(
     for e in infos:
         if e.local:
             add(e.ip, "pod")
-    remote = _remote_pod(cluster, node, family, infos)
-    if remote is not None:
+    for remote in _remote_pods(cluster, node, family, infos):
         add(remote, "external")
 
     hosts = family_ips(cluster.node(node).internal_ips, family)
@@ -120,8 +119,10 @@ def _external_client(
 def _inside(net: IPNetwork, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]]) -> str | None:
     """An address inside ``net``, preferably one that is not a node, pod or service address."""
     # skip the network and broadcast addresses of ranges that have them
-    offsets = range(1, min(net.num_addresses - 1, 65)) if net.num_addresses > 2 else range(
-        net.num_addresses
+    offsets = (
+        range(1, min(net.num_addresses - 1, 65))
+        if net.num_addresses > 2
+        else range(net.num_addresses)
     )
     candidates: list[IPAddress] = [net.network_address + k for k in offsets]
     for addr in candidates:
@@ -148,21 +149,21 @@ def _non_endpoint_pod(
     return None
 
 
-def _remote_pod(
+def _remote_pods(
     cluster: Cluster, node: str, family: int, infos: tuple[EndpointInfo, ...]
-) -> str | None:
-    """A pod address of another node: a remote endpoint if any, else from its pod CIDR."""
-    own = node_addresses(cluster, node)
-    for e in infos:
-        if not e.local:
-            return str(e.ip)
+) -> list[str]:
+    """Pod addresses of other nodes: a remote endpoint, and a non-endpoint pod of another node."""
+    out: list[str] = []
+    remote_eps = [e.ip for e in infos if not e.local]
+    out.extend(remote_eps[:1])
+    used = {e.ip for e in infos} | set(node_addresses(cluster, node))
     for n in cluster.nodes:
         if n.name == node:
             continue
         for net in _ranges(n.pod_cidrs, family):
-            for i, addr in enumerate(net):
-                if i >= 2 and str(addr) not in own:
-                    return str(addr)
-                if i > 8:
-                    break
-    return None
+            for k in range(2, min(net.num_addresses, 66)):
+                addr = str(net.network_address + k)
+                if addr not in used:
+                    out.append(addr)
+                    return out
+    return out
