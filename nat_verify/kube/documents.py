@@ -123,7 +123,7 @@ def parse_text(text: str, file: str) -> list[RawObject]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
-        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        problem = "; ".join(p for p in (exc.context, exc.problem) if p)
         raise KubeInputError(file, line, f"malformed YAML/JSON: {problem}") from None
     except yaml.YAMLError as exc:  # e.g. a reader error without a mark
         raise KubeInputError(file, 0, f"malformed YAML/JSON: {exc}") from None

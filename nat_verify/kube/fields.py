@@ -37,6 +37,9 @@ class Fields:
     data: YamlMap
     what: str  # the object, for messages: "Service default/web"
     path: str = ""  # where ``data`` sits inside the object: "spec.ports[0]"
+    # The line that introduced ``data`` (its key, or its list item); a block mapping's own
+    # mark is its first key, which is the wrong place to report a key it lacks.
+    at: int = 0
 
     # -- locating and failing -------------------------------------------------------------
 
@@ -44,7 +47,9 @@ class Fields:
         return f"{self.path}.{key}" if self.path else key
 
     def line(self, key: str | None = None) -> int:
-        return self.data.line_of(key) if key is not None else self.data.line
+        if key is not None and key in self.data:
+            return self.data.line_of(key)
+        return self.at or self.data.line
 
     def fail(self, key: str | None, message: str, *, line: int | None = None) -> NoReturn:
         where = (
@@ -118,7 +123,7 @@ class Fields:
             return None
         if not isinstance(value, YamlMap):
             self.expect(key, "a mapping", value)
-        return Fields(self.file, value, self.what, self.field(key))
+        return Fields(self.file, value, self.what, self.field(key), self.line(key))
 
     def mapping_or_empty(self, key: str) -> Fields:
         found = self.mapping(key)
@@ -126,7 +131,7 @@ class Fields:
             return found
         empty = YamlMap()
         empty.line = self.line(key)
-        return Fields(self.file, empty, self.what, self.field(key))
+        return Fields(self.file, empty, self.what, self.field(key), empty.line)
 
     def items(self, key: str) -> Iterator[Fields]:
         """The mappings of a list of objects (``ports``, ``endpoints``...)."""
@@ -134,7 +139,9 @@ class Fields:
         for index, item in enumerate(seq):
             if not isinstance(item, YamlMap):
                 self.expect(f"{key}[{index}]", "a mapping", item, line=seq.line_at(index))
-            yield Fields(self.file, item, self.what, f"{self.field(key)}[{index}]")
+            yield Fields(
+                self.file, item, self.what, f"{self.field(key)}[{index}]", seq.line_at(index)
+            )
 
     def strings(self, key: str) -> list[tuple[str, int]]:
         """A list of strings, each with its line."""

@@ -202,7 +202,7 @@ def build_cluster(
                 svc.source.file,
                 svc.source.line,
                 f"Service {svc.key} has no selector and no EndpointSlice labelled "
-                "kubernetes.io/service-name={svc.name}: its endpoints are unknown "
+                f"kubernetes.io/service-name={svc.name}: its endpoints are unknown "
                 "(add the EndpointSlice, or a selector and Pods)",
             )
         if pods:
@@ -226,7 +226,7 @@ def _proxied(svc: Service) -> bool:
 
 def _kind(obj: RawObject) -> str | None:
     """The kind if nat-verify reads it, ``None`` if it is a known kind to skip."""
-    f = Fields(obj.file, obj.data, "object")
+    f = Fields(obj.file, obj.data, "Kubernetes object")
     kind = f.text("kind", required=True)
     api_version = f.text("apiVersion", required=True)
     if kind in API_VERSIONS:

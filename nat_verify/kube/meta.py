@@ -30,6 +30,8 @@ def read_meta(obj: RawObject, kind: str, *, namespaced: bool = True) -> Meta:
     # for `kubectl apply -f` of a plain manifest is "default".
     namespace = md.text("namespace", "default") or "default" if namespaced else ""
     what = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    fields = Fields(obj.file, obj.data, what)
+    md = fields.mapping_or_empty("metadata")  # again, so messages name the object
     return Meta(
         name=name,
         namespace=namespace,
@@ -37,5 +39,5 @@ def read_meta(obj: RawObject, kind: str, *, namespaced: bool = True) -> Meta:
         annotations=md.string_map("annotations") or {},
         deleting=md.has("deletionTimestamp"),
         source=SourceRef(obj.file, obj.line),
-        fields=Fields(obj.file, obj.data, what),
+        fields=fields,
     )

@@ -79,7 +79,7 @@ def _cluster_ips(spec: Fields) -> tuple[str, ...]:
     listed = spec.strings("clusterIPs")
     single = spec.text("clusterIP")
     values = [v for v, _ in listed] or ([single] if single else [])
-    lines = [ln for _, ln in listed] or [spec.line("clusterIP")]
+    lines = [ln for _, ln in listed] or [spec.line("clusterIP")] * len(values)
     if listed and single and single != listed[0][0]:
         spec.fail("clusterIP", f"must equal clusterIPs[0] ({listed[0][0]!r}) (got {single!r})")
     if "None" in values:
