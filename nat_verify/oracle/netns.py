@@ -197,7 +197,7 @@ class TopologySpec:
     """The addresses of one sandboxed node and its neighbours (IPv4).
 
     * ``node_ips``: the node's addresses; all sit on the external link (the first is the
-      address MASQUERADE picks towards ext and node2).
+      address MASQUERADE picks towards ext and the source of replies sent to ext).
     * ``pod_cidr`` / ``pod_gateway``: this node's pod range; the gateway is the node-side
       address of every pod veth (MASQUERADE towards a local pod picks it).
     * ``pods``: IPs of pods on this node; each gets its own namespace.
@@ -205,6 +205,10 @@ class TopologySpec:
     * ``external_clients``: addresses owned by the ext namespace; the node routes them back
       to ext. Other external sources are spoofed with raw packets (their replies go to node2).
     * ``node2_ip``: node2's own address, the next hop of ``remote`` and of the default route.
+    * ``node_link_ip``: the node's own address on the link to node2. It differs from the
+      node IPs on purpose: MASQUERADE towards node2 picks it, so a masquerade is visible even
+      for a host probe from a node IP (masquerading to the probe's own address would be a
+      no-op the conntrack tuples cannot show).
     """
 
     node_ips: tuple[str, ...] = attrs.field(converter=_ips, default=("192.168.0.2",))
@@ -213,7 +217,8 @@ class TopologySpec:
     pods: tuple[str, ...] = attrs.field(converter=_ips, default=())
     remote: tuple[str, ...] = attrs.field(converter=_nets, default=())
     external_clients: tuple[str, ...] = attrs.field(converter=_ips, default=("203.0.113.2",))
-    node2_ip: str = "169.254.255.2"
+    node2_ip: str = "198.18.1.2"
+    node_link_ip: str = "198.18.1.1"
     family: int = 4
 
     def __attrs_post_init__(self) -> None:
@@ -235,7 +240,7 @@ class TopologySpec:
 
     def node_local(self) -> frozenset[str]:
         """Addresses delivered locally in the node namespace (besides 127.0.0.0/8)."""
-        return frozenset((*self.node_ips, self.gateway))
+        return frozenset((*self.node_ips, self.gateway, self.node_link_ip))
 
 
 class Topology:
@@ -288,11 +293,10 @@ class Topology:
         for a in spec.node_ips:
             node.append(f"addr add {a}/32 dev ext0")
         node += [
-            # The same node address on n2: MASQUERADE towards other nodes picks the node IP.
-            f"addr add {n0}/32 dev n2",
+            f"addr add {spec.node_link_ip}/32 dev n2",
             "link set ext0 up",
             "link set n2 up",
-            f"route add {spec.node2_ip}/32 dev n2 scope link src {n0}",
+            f"route add {spec.node2_ip}/32 dev n2 scope link src {spec.node_link_ip}",
         ]
         for c in spec.external_clients:
             node.append(f"route add {c}/32 dev ext0 scope link src {n0}")
@@ -339,8 +343,8 @@ class Topology:
                     "link set lo up",
                     f"addr add {spec.node2_ip}/32 dev eth0",
                     "link set eth0 up",
-                    f"route add {n0}/32 dev eth0 scope link",
-                    f"route add default via {n0} dev eth0",
+                    f"route add {spec.node_link_ip}/32 dev eth0 scope link",
+                    f"route add default via {spec.node_link_ip} dev eth0",
                 ],
             )
         )
