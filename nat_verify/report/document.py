@@ -87,9 +87,7 @@ def build_report(
 
     violations = sum(1 for f in fnd if _is_error(f, statuses_of.get(_fkey(f), [])))
     # a violated result without any finding is an error too; with findings, they decide
-    violations += sum(
-        1 for r in res if r.status == "violated" and not findings_of.get(_rkey(r))
-    )
+    violations += sum(1 for r in res if r.status == "violated" and not findings_of.get(_rkey(r)))
     inconclusive = any(r.status == "inconclusive" for r in res)
     exit_code = 1 if violations else 3 if inconclusive else 0
 
@@ -102,8 +100,8 @@ def build_report(
     for f in fnd:
         d = f.to_json()
         sts = statuses_of.get(_fkey(f), [])
-        d["status"] = "inconclusive" if sts and all(s == "inconclusive" for s in sts) else (
-            "violated"
+        d["status"] = (
+            "inconclusive" if sts and all(s == "inconclusive" for s in sts) else ("violated")
         )
         finding_docs.append(d)
 
@@ -163,19 +161,22 @@ def parse_report(text: str, name: str = "<report>") -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ReportInputError(name, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})") from None
+        raise ReportInputError(
+            name, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})"
+        ) from None
     if not isinstance(doc, dict):
-        raise ReportInputError(name, 1, "expected a JSON object with \"format\": "
-                               f"\"{REPORT_FORMAT}\"")
+        raise ReportInputError(name, 1, f'expected a JSON object with "format": "{REPORT_FORMAT}"')
     fmt = doc.get("format")
     if fmt != REPORT_FORMAT:
         line = schema.locate(text, ("format",)) if "format" in doc else 1
-        hint = " (this is a trace; `nat-verify report` takes verify/check results)" if (
-            fmt == TRACE_FORMAT
-        ) else ""
-        found = "no \"format\" field" if fmt is None else f"\"format\": {json.dumps(fmt)}"
+        hint = (
+            " (this is a trace; `nat-verify report` takes verify/check results)"
+            if (fmt == TRACE_FORMAT)
+            else ""
+        )
+        found = 'no "format" field' if fmt is None else f'"format": {json.dumps(fmt)}'
         raise ReportInputError(
-            name, line, f"expected \"format\": \"{REPORT_FORMAT}\", found {found}{hint}"
+            name, line, f'expected "format": "{REPORT_FORMAT}", found {found}{hint}'
         )
     problems = schema.errors(doc, schema.load_schema("report"))
     if problems:

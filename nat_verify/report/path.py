@@ -22,10 +22,42 @@ BUILTIN_CHAINS = frozenset({"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROU
 # targets that are not chains (iptables extensions and built-in verdicts)
 TARGETS = frozenset(
     {
-        "ACCEPT", "DROP", "REJECT", "RETURN", "QUEUE", "NFQUEUE", "DNAT", "SNAT", "MASQUERADE",
-        "REDIRECT", "NETMAP", "MARK", "CONNMARK", "LOG", "NFLOG", "ULOG", "TRACE", "CT",
-        "NOTRACK", "TPROXY", "TCPMSS", "CHECKSUM", "CLASSIFY", "SET", "AUDIT", "TEE", "DSCP",
-        "TOS", "TTL", "HL", "SECMARK", "CONNSECMARK", "IDLETIMER", "LED", "SYNPROXY", "HMARK",
+        "ACCEPT",
+        "DROP",
+        "REJECT",
+        "RETURN",
+        "QUEUE",
+        "NFQUEUE",
+        "DNAT",
+        "SNAT",
+        "MASQUERADE",
+        "REDIRECT",
+        "NETMAP",
+        "MARK",
+        "CONNMARK",
+        "LOG",
+        "NFLOG",
+        "ULOG",
+        "TRACE",
+        "CT",
+        "NOTRACK",
+        "TPROXY",
+        "TCPMSS",
+        "CHECKSUM",
+        "CLASSIFY",
+        "SET",
+        "AUDIT",
+        "TEE",
+        "DSCP",
+        "TOS",
+        "TTL",
+        "HL",
+        "SECMARK",
+        "CONNSECMARK",
+        "IDLETIMER",
+        "LED",
+        "SYNPROXY",
+        "HMARK",
     }
 )
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP"})
@@ -59,9 +91,7 @@ def parse_step(text: str, line: int = 0) -> Step:
 
 def steps_from_json(path: Sequence[str], lines: Sequence[int] = ()) -> tuple[Step, ...]:
     """Steps from a report's ``path`` / ``lines`` arrays (lines may be missing)."""
-    return tuple(
-        parse_step(text, lines[i] if i < len(lines) else 0) for i, text in enumerate(path)
-    )
+    return tuple(parse_step(text, lines[i] if i < len(lines) else 0) for i, text in enumerate(path))
 
 
 @attrs.frozen

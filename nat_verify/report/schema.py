@@ -32,8 +32,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
 @cache
 def load_schema(name: str) -> Mapping[str, Any]:
     """``name`` is ``"report"`` or ``"trace"``: the v1 schema shipped as package data."""
-    text = resources.files("nat_verify.report").joinpath("schemas", f"{name}.v1.json").read_text(
-        encoding="utf-8"
+    text = (
+        resources.files("nat_verify.report")
+        .joinpath("schemas", f"{name}.v1.json")
+        .read_text(encoding="utf-8")
     )
     schema: Mapping[str, Any] = json.loads(text)
     return schema
