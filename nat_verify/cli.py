@@ -1,0 +1,224 @@
+"""The ``nat-verify`` command line: parse options, call the library, hand results to report/.
+
+Exit codes (DESIGN.md): 0 all hold (``diff``: equivalent), 1 a violation or difference, 2 bad
+usage or bad input, 3 inconclusive with no violation.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from nat_verify.model.cluster import Cluster
+from nat_verify.model.outcome import Trace
+from nat_verify.model.packet import PROTOS, Packet, parse_endpoint
+from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.interpreter import Interpreter
+from nat_verify.netfilter.parse import DumpError, parse_file
+from nat_verify.netfilter.ruleset import Ruleset
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_VIOLATION, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+class InputError(Exception):
+    """Bad input detected by the CLI itself (``where`` is ``file:line`` or an option name)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"nat-verify: error: {message}", err=True)
+    sys.exit(EXIT_INPUT)
+
+
+def guarded(fn: F) -> F:
+    """Turn every known input error into one message and exit code 2, never a traceback."""
+    import functools
+
+    from nat_verify.kube.errors import KubeInputError
+    from nat_verify.kubeproxy.errors import CompileError
+    from nat_verify.report.document import ReportInputError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError) as e:
+            fail(str(e))
+        except BrokenPipeError:
+            sys.exit(EXIT_OK)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="nat-verify")
+def main() -> None:
+    """Verify Kubernetes Service networking: proofs and counterexamples for kube-proxy's rules."""
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+
+
+def load_cluster(path: Sequence[str]) -> Cluster:
+    from nat_verify.kube.loader import load_cluster as _load
+
+    return _load(list(path))
+
+
+def load_dump(path: str, family: int | None = None) -> Ruleset:
+    return parse_file(path, family=family)
+
+
+def context_from_options(
+    cluster: Cluster | None, node: str | None, node_ips: Sequence[str], pod_cidrs: Sequence[str], family: int
+) -> NodeContext:
+    if cluster is not None:
+        from nat_verify.check.nodectx import node_context
+
+        if not node:
+            raise InputError("--node", "--cluster needs --node NAME")
+        try:
+            return node_context(cluster, node, family)
+        except KeyError:
+            names = ", ".join(n.name for n in cluster.nodes) or "none"
+            raise InputError("--node", f"no node {node!r} in the cluster (nodes: {names})") from None
+    if not node_ips:
+        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR]")
+    try:
+        addrs = tuple(ipaddress.ip_address(a) for a in node_ips)
+        nets = tuple(ipaddress.ip_network(c, strict=False) for c in pod_cidrs)
+    except ValueError as e:
+        raise InputError("--node-ip/--pod-cidr", str(e)) from None
+    return NodeContext(family=family, addresses=addrs, pod_cidrs=nets, local_pod_cidrs=nets, name=node or "")
+
+
+def make_packet(
+    src: str, dst: str, proto: str, origin: str | None, ctx: NodeContext, where: str = "--src/--dst"
+) -> Packet:
+    try:
+        s_ip, s_port = parse_endpoint(src)
+        d_ip, d_port = parse_endpoint(dst, port_required=proto != "icmp")
+    except ValueError as e:
+        raise InputError(where, str(e)) from None
+    if s_ip.version != d_ip.version:
+        raise InputError(where, f"source {src} and destination {dst} are of different IP families")
+    if proto not in (*PROTOS, "icmp"):
+        raise InputError(where, f"expected proto tcp, udp or sctp, received {proto!r}")
+    if origin is None:
+        origin = ctx.origin_of(s_ip)
+    if origin not in ("external", "pod", "host"):
+        raise InputError(where, f"expected from external, pod or host, received {origin!r}")
+    return Packet(src=s_ip, dst=d_ip, dport=d_port, sport=s_port or 40000, proto=proto, origin=origin)  # type: ignore[arg-type]
+
+
+def read_packets(path: str, ctx: NodeContext, default_proto: str) -> Iterator[Packet]:
+    try:
+        f = open(path, encoding="utf-8") if path != "-" else sys.stdin  # noqa: SIM115
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror}") from None
+    with f:
+        for no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{no}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(where, f"not JSON: {e.msg}") from None
+            if not isinstance(obj, dict) or "src" not in obj or "dst" not in obj:
+                raise InputError(where, 'expected an object like {"src": "10.0.0.2", "dst": "172.30.0.41:80"}')
+            yield make_packet(
+                str(obj["src"]), str(obj["dst"]), str(obj.get("proto", default_proto)), obj.get("from"), ctx, where
+            )
+
+
+def dump_family(path: str, src: str | None) -> int | None:
+    """The family asked for by the packet, if any (a dump of the other family is bad input)."""
+    if not src:
+        return None
+    try:
+        return parse_endpoint(src)[0].version
+    except ValueError:
+        return None
+
+
+# -- trace ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("dump", type=click.Path(dir_okay=False))
+@click.option("--cluster", "cluster_path", multiple=True, help="Kubernetes YAML (file or directory) describing the cluster")
+@click.option("--node", help="the node whose rules DUMP holds (with --cluster)")
+@click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
+@click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
+@click.option("--src", help="source IP[:PORT]")
+@click.option("--dst", help="destination IP:PORT")
+@click.option("--proto", default="tcp", type=click.Choice(["tcp", "udp", "sctp"]), show_default=True)
+@click.option("--from", "origin", type=click.Choice(["external", "pod", "host"]), help="where the packet enters (inferred from --src when omitted)")
+@click.option("--packets", "packets_file", help="JSON Lines file of packets ('-' for stdin); one result per line")
+@click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@guarded
+def trace(
+    dump: str,
+    cluster_path: tuple[str, ...],
+    node: str | None,
+    node_ips: tuple[str, ...],
+    pod_cidrs: tuple[str, ...],
+    src: str | None,
+    dst: str | None,
+    proto: str,
+    origin: str | None,
+    packets_file: str | None,
+    kernel: bool,
+    fmt: str,
+    verbose: bool,
+) -> None:
+    """Run packets through a node's rules: every outcome, its probability and its rule path."""
+    if not packets_file and not (src and dst):
+        raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
+    ruleset = load_dump(dump, dump_family(dump, src))
+    cluster = load_cluster(cluster_path) if cluster_path else None
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    if packets_file:
+        packets: Sequence[Packet] | Iterator[Packet] = read_packets(packets_file, ctx, proto)
+    else:
+        assert src and dst
+        packets = [make_packet(src, dst, proto, origin, ctx)]
+    if kernel:
+        from nat_verify.oracle.bridge import kernel_traces
+
+        traces: Iterator[Trace] = kernel_traces(dump, ruleset, ctx, packets, cluster=cluster)
+    else:
+        it = Interpreter(ruleset, ctx)
+        traces = (it.trace(p) for p in packets)
+    code = EXIT_OK
+    source_lines = Path(dump).read_text(errors="replace").split("\n") if verbose else None
+    for tr in traces:
+        if tr.inconclusive:
+            code = EXIT_INCONCLUSIVE
+        if fmt == "json":
+            click.echo(json.dumps(tr.to_json(), separators=(",", ":") if packets_file else None))
+        else:
+            from nat_verify.report.text import render_trace_text, want_color
+
+            click.echo(
+                render_trace_text(tr, verbose=verbose, color=want_color(sys.stdout), source_lines=source_lines),
+                nl=False,
+            )
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
