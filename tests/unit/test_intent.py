@@ -8,6 +8,7 @@ CIDR 10.42.1.0/24, node-2 192.168.1.11 with 10.42.2.0/24; cluster CIDR 10.42.0.0
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import attrs
 import pytest
@@ -50,9 +51,9 @@ HOST1 = "192.168.1.10"
 
 def web_cluster(
     *,
-    svc: dict[str, object] | None = None,
+    svc: dict[str, Any] | None = None,
     endpoints: tuple[Endpoint, ...] | None = None,
-    proxy: dict[str, object] | None = None,
+    proxy: dict[str, Any] | None = None,
 ) -> Cluster:
     service = Service(
         "default",
@@ -372,7 +373,7 @@ def test_masquerade_all() -> None:
     ],
 )
 def test_detectors(
-    proxy: dict[str, object],
+    proxy: dict[str, Any],
     pod: bool | None,
     remote_pod: bool | None,
     client: bool | None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,25 @@ def _terminating(etp: str, fallback: bool, eps: list[Ep]) -> Cluster:
 
 
 T, F = True, False
+
+
+def _ready_exist(etp: str, fallback: bool) -> Cluster:
+    # Local: 10.0.1.3/.4 are on this node, 10.0.1.5 on host-1; Cluster: all three elsewhere
+    other = NODE if etp == "Local" else "another-host"
+    fifth = "host-1" if etp == "Local" else "another-host"
+    return _terminating(
+        etp,
+        fallback,
+        [
+            ("10.0.1.1", T, T, F, NODE),
+            ("10.0.1.2", T, T, F, NODE),
+            ("10.0.1.3", F, T, T, other),
+            ("10.0.1.4", F, F, T, other),
+            ("10.0.1.5", T, T, F, fifth),
+        ],
+    )
+
+
 TERM = "legacy__TestEndpointSliceWithTerminatingEndpointsTrafficPolicy"
 CASES: dict[str, Callable[[], Cluster]] = {
     "legacy__TestLoadBalancer": load_balancer,
@@ -270,20 +290,8 @@ CASES: dict[str, Callable[[], Cluster]] = {
         "Cluster", True, [("10.0.1.5", F, T, T, "host-1")]
     ),
     **{
-        f"{TERM}{etp}__fg_{gate}_ready_exist": (
-            lambda etp=etp, gate=gate, other=other: _terminating(
-                etp,
-                gate == "on",
-                [
-                    ("10.0.1.1", T, T, F, NODE),
-                    ("10.0.1.2", T, T, F, NODE),
-                    ("10.0.1.3", F, T, T, other),
-                    ("10.0.1.4", F, F, T, other),
-                    ("10.0.1.5", T, T, F, "host-1" if etp == "Local" else "another-host"),
-                ],
-            )
-        )
-        for etp, other in (("Local", NODE), ("Cluster", "another-host"))
+        f"{TERM}{etp}__fg_{gate}_ready_exist": partial(_ready_exist, etp, gate == "on")
+        for etp in ("Local", "Cluster")
         for gate in ("on", "off")
     },
     "legacy__TestInternalTrafficPolicyE2E__cluster": lambda: _itp(
@@ -335,7 +343,7 @@ CASES: dict[str, Callable[[], Cluster]] = {
 
 
 def _flows() -> list[tuple[str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for case in CASES:
         data = json.loads((DATA / f"{case}.json").read_text())
         out.extend((case, flow) for flow in data["flows"])
