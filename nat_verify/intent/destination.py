@@ -7,9 +7,10 @@ Written from the Kubernetes documentation, not from kube-proxy's rules:
 * NodePort: "each node proxies that port (the same port number on every Node)"; which node
   addresses accept it is the kube-proxy ``nodePortAddresses`` setting: unset = every local IP,
   a list of CIDRs = the node IPs inside one of them, ``primary`` = the node's primary IP of the
-  family (KubeProxyConfiguration reference). A family with no CIDR in the list gets no NodePort
-  address (the reference says connections are accepted "only on node IPs in one of the
-  indicated ranges").
+  family (KubeProxyConfiguration reference); the newer keywords ``localhost`` (the loopback
+  CIDRs) and ``all`` (the zero CIDRs) may be combined with CIDRs. A family with no CIDR in the
+  list gets no NodePort address (the reference says connections are accepted "only on node IPs
+  in one of the indicated ranges").
 * localhost NodePorts (``localhostNodePorts``, IPv4 only): 127.0.0.1 accepts NodePorts when
   the flag is on and ``nodePortAddresses`` is unset or contains an IPv4 loopback range.
 * ``spec.externalIPs`` and ``status.loadBalancer.ingress[].ip`` of the family; an ingress with
@@ -36,6 +37,8 @@ ADDRESS_CLASSES: tuple[str, ...] = (
 )
 EXTERNAL_CLASSES: frozenset[str] = frozenset(ADDRESS_CLASSES[1:])
 LOCALHOST_V4 = "127.0.0.1"
+# nodePortAddresses keywords that stand for CIDRs
+_KEYWORD_CIDRS = {"localhost": ("127.0.0.0/8", "::1/128"), "all": ("0.0.0.0/0", "::/0")}
 
 
 class UnknownServicePort(ValueError):
@@ -110,17 +113,29 @@ def node_port_ips(cluster: Cluster, node: str, family: int) -> tuple[str, ...]:
     if not setting:
         return node_ips
     chosen: list[str] = []
-    for entry in setting:
-        if entry.strip() == "primary":
-            chosen.extend(node_ips[:1])
-            continue
-        try:
-            net = ipaddress.ip_network(entry.strip(), strict=False)
-        except ValueError:
-            continue  # an invalid CIDR selects nothing
-        if net.version == family:
-            chosen.extend(ip for ip in node_ips if ipaddress.ip_address(ip) in net)
+    if any(entry.strip() == "primary" for entry in setting):
+        chosen.extend(node_ips[:1])
+    for net in _setting_networks(setting, family):
+        chosen.extend(ip for ip in node_ips if ipaddress.ip_address(ip) in net)
     return tuple(ip for ip in node_ips if ip in chosen)
+
+
+def _setting_networks(
+    setting: tuple[str, ...], family: int
+) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """The CIDRs of ``family`` in a nodePortAddresses list (keywords expanded, bad ones ignored)."""
+    texts: list[str] = []
+    for entry in setting:
+        texts.extend(_KEYWORD_CIDRS.get(entry.strip(), (entry.strip(),)))
+    nets = []
+    for text in texts:
+        try:
+            net = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            continue  # "primary", or an invalid CIDR, selects no range
+        if net.version == family:
+            nets.append(net)
+    return nets
 
 
 def localhost_node_ports(cluster: Cluster, family: int) -> bool:
@@ -131,14 +146,7 @@ def localhost_node_ports(cluster: Cluster, family: int) -> bool:
     if not setting:
         return True
     loopback = ipaddress.ip_address(LOCALHOST_V4)
-    for entry in setting:
-        try:
-            net = ipaddress.ip_network(entry.strip(), strict=False)
-        except ValueError:
-            continue
-        if net.version == 4 and loopback in net:
-            return True
-    return False
+    return any(loopback in net for net in _setting_networks(setting, 4))
 
 
 def lb_ips(svc: Service, family: int) -> tuple[str, ...]:

@@ -109,6 +109,15 @@ def test_destinations_localhost_off_and_node_port_cidrs() -> None:
     assert set(destinations(c, "node-1", 4)) == {CIP, LOCALHOST}
 
 
+def test_destinations_node_port_keywords() -> None:
+    c = web_cluster(proxy={"node_port_addresses": ("localhost",)})
+    assert set(destinations(c, "node-1", 4)) == {CIP, LOCALHOST}
+    c = web_cluster(proxy={"node_port_addresses": ("all",)})
+    assert set(destinations(c, "node-1", 4)) == {CIP, NP1, LOCALHOST}
+    c = web_cluster(proxy={"node_port_addresses": ("primary", "localhost")})
+    assert set(destinations(c, "node-1", 4)) == {CIP, NP1, LOCALHOST}
+
+
 def test_destinations_primary_is_first_node_ip() -> None:
     c = web_cluster(proxy={"node_port_addresses": ("primary",)})
     c = attrs.evolve(c, nodes=(Node("node-1", ("192.168.1.10", "172.16.0.10"), ("10.42.1.0/24",)),))
@@ -330,7 +339,20 @@ def test_terminating_not_used_when_ready_exists() -> None:
 
 
 def test_no_endpoints_rejects_everything() -> None:
-    c = web_cluster(endpoints=())
+    # every address class, every origin: REJECT (NV003). This includes the host reaching an
+    # externalIP that is not on the node, which kube-proxy leaves un-NATed (no
+    # KUBE-EXTERNAL-SERVICES hook in filter OUTPUT): a documented disagreement with the rules.
+    c = web_cluster(
+        endpoints=(),
+        svc={
+            "type": "LoadBalancer",
+            "external_ips": ("198.51.100.10",),
+            "lb_ingress": (LoadBalancerIngress(ip="198.51.100.20"),),
+            "lb_source_ranges": ("203.0.113.0/25",),
+        },
+    )
+    classes = {d.address_class for d in destinations(c, "node-1", 4)}
+    assert classes == {"cluster-ip", "node-port", "localhost-node-port", "external-ip", "lb-ip"}
     for node in ("node-1", "node-2"):
         for dest in destinations(c, node, 4):
             for src, origin in interesting_sources(c, node, dest):
