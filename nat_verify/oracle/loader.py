@@ -41,10 +41,46 @@ def nfacct_names(restore_text: str) -> list[str]:
     return names
 
 
+TABLES = ("raw", "mangle", "nat", "filter")
+_TABLE_LINE = re.compile(r"^\*(\S+)\s*$", re.M)
+_MISSING_CHAIN = re.compile(r"Chain '([^']+)' does not exist")
+
+
+def complete_tables(restore_text: str) -> str:
+    """``restore_text`` plus an empty ``*table / COMMIT`` for each of raw, mangle, nat, filter
+    it does not name.
+
+    iptables-restore only replaces the tables it names, so without this a previous load's
+    tables would survive: the node's ruleset is exactly the text. Appended at the end, so line
+    numbers of the text are unchanged.
+    """
+    named = set(_TABLE_LINE.findall(restore_text))
+    if not restore_text.endswith("\n"):
+        restore_text += "\n"
+    return restore_text + "".join(f"*{t}\nCOMMIT\n" for t in TABLES if t not in named)
+
+
+def _offending_line(err: str, lines: list[str]) -> int:
+    m = _FAILED_LINE.search(err)
+    line = int(m.group(1)) if m else 0
+    # The nft backend reports a jump to a missing chain at the table's COMMIT: point at the
+    # first rule that jumps there instead.
+    missing = _MISSING_CHAIN.search(err)
+    if missing and 0 < line <= len(lines) and lines[line - 1].strip() == "COMMIT":
+        target = re.compile(rf"\s-[jg]\s+{re.escape(missing.group(1))}(\s|$)")
+        start = line - 1
+        while start > 0 and not lines[start - 1].startswith("*"):
+            start -= 1
+        for i in range(start, line - 1):
+            if target.search(lines[i]):
+                return i + 1
+    return line
+
+
 def load(
     node_fd: int, restore_text: str, *, backend: str = "nft", source: str = "<restore>"
 ) -> None:
-    """Replace the tables named in ``restore_text`` inside the node namespace.
+    """Make the node's iptables ruleset exactly ``restore_text`` (see ``complete_tables``).
 
     Raises RestoreError with the tool's stderr and the offending line.
     """
@@ -65,16 +101,37 @@ def load(
                 text="",
                 stderr=res.stderr,
             )
-    if not restore_text.endswith("\n"):
-        restore_text += "\n"
-    res = run_in(node_fd, [tool], restore_text)
+    full = complete_tables(restore_text)
+    res = run_in(node_fd, [tool], full)
     if res.returncode != 0:
         err = "\n".join(ln for ln in res.stderr.strip().splitlines() if not ln.startswith("Try `"))
-        m = _FAILED_LINE.search(err)
-        line = int(m.group(1)) if m else 0
-        lines = restore_text.splitlines()
+        lines = full.splitlines()
+        line = _offending_line(err, lines)
         text = lines[line - 1] if 0 < line <= len(lines) else ""
         raise RestoreError(f"{tool} failed: {err}", source=source, line=line, text=text, stderr=err)
+
+
+CONNTRACK_KEEPER = """table ip nat_verify_conntrack {
+    chain keep {
+        type filter hook prerouting priority -400; policy accept;
+        ct state new counter
+    }
+}
+"""
+
+
+def keep_conntrack_on(node_fd: int) -> None:
+    """Make conntrack run in the node namespace whatever ruleset is loaded.
+
+    Conntrack, whose NEW events are the oracle's evidence, is only hooked into a namespace
+    where something needs it (NAT, a conntrack match); a filter-only ruleset would leave it
+    off, and every probe would look like a drop. A separate nftables table with one ``ct``
+    match and no verdict (policy accept) turns it on without deciding anything; iptables-save
+    and iptables-restore never see or touch it.
+    """
+    res = run_in(node_fd, ["nft", "-f", "-"], CONNTRACK_KEEPER)
+    if res.returncode != 0:
+        raise RuntimeError(f"cannot enable conntrack in the node namespace: {res.stderr.strip()}")
 
 
 def clear_recent(node_fd: int) -> int:

@@ -117,6 +117,7 @@ class KernelOracle:
         topo = Topology(self.spec)
         topo.__enter__()
         try:
+            loader.keep_conntrack_on(topo.node)
             self._prober = Prober(topo, timeout=self.timeout)
         except BaseException:
             topo.close()
@@ -211,7 +212,7 @@ def kernel_available() -> str | None:
         return f"the kernel oracle needs Linux, this is {sys.platform}"
     if os.geteuid() != 0:
         return "the kernel oracle needs root (network namespaces, iptables-restore)"
-    for tool in ("nsenter", "ip", "iptables-restore", "iptables-legacy-restore", "nfacct"):
+    for tool in ("nsenter", "ip", "iptables-restore", "iptables-legacy-restore", "nfacct", "nft"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (run scripts/install-system-deps.sh)"
     try:
