@@ -106,7 +106,7 @@ def _result_for_finding(
     if phys is None and dump:
         # no manifest location: point at the rule that decided, the last step with a line
         lines = [int(x) for x in f.get("lines", []) if int(x) > 0]
-        phys = _physical(dump, lines[-1] if lines else 0, root)
+        phys = _physical(dump, lines[-1], root) if lines else None
     location = {"physicalLocation": phys} if phys else {}
     location.update(_logical(service or node or inv, "object"))
     result: dict[str, Any] = {

@@ -1,0 +1,278 @@
+"""Markdown, HTML, SARIF and JUnit renderings of a report, parsed back and checked."""
+
+from __future__ import annotations
+
+import copy
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nat_verify.model.outcome import Result
+from nat_verify.report import (
+    FORMATS,
+    build_report,
+    load_report,
+    render,
+    render_html,
+    render_junit,
+    render_markdown,
+    render_sarif,
+)
+from nat_verify.report.markdown import md_code, md_text
+
+SAMPLE = Path(__file__).parent / "data" / "report" / "sample_report.json"
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def report() -> dict[str, Any]:
+    # one violated (NV002, with a counterexample whose text carries a <script> tag),
+    # one holds (NV001), one inconclusive (NV011, with a note)
+    return load_report(SAMPLE)
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+
+def test_render_dispatches_every_format(report: dict[str, Any]) -> None:
+    for fmt in FORMATS:
+        assert render(report, fmt)
+    assert json.loads(render(report, "json")) == report
+    assert render(report, "markdown") == render(report, "md")
+    with pytest.raises(ValueError, match="unknown report format 'pdf'"):
+        render(report, "pdf")
+
+
+# --- HTML -----------------------------------------------------------------------------------
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(html_text: str) -> _Collect:
+    p = _Collect()
+    p.feed(html_text)
+    p.close()
+    return p
+
+
+def test_html_escapes_text_from_the_dump(report: dict[str, Any]) -> None:
+    out = render_html(report)
+    parsed = _parse(out)
+    tags = [t for t, _ in parsed.tags]
+    assert "script" not in tags
+    # the comment arrives as text, intact
+    assert SCRIPT in "".join(parsed.text)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+
+
+def test_html_escapes_attributes_and_service_names(report: dict[str, Any]) -> None:
+    evil = '"><img src=x onerror=alert(1)>'
+    report["findings"][0]["service"] = evil
+    report["findings"][0]["status"] = evil
+    report["results"][0]["status"] = evil
+    parsed = _parse(render_html(report))
+    assert "img" not in [t for t, _ in parsed.tags]
+    assert all(name != "onerror" for _, attrs in parsed.tags for name, _ in attrs)
+
+
+def test_html_is_self_contained(report: dict[str, Any]) -> None:
+    out = render_html(report)
+    parsed = _parse(out)
+    tags = [t for t, _ in parsed.tags]
+    assert tags[:2] == ["html", "head"]
+    assert "style" in tags
+    assert not {"link", "script", "img", "iframe"} & set(tags)
+    assert "http://" not in out and "https://" not in out
+    # one section per finding, and the summary table rows: 3 invariants
+    sections = [a for t, a in parsed.tags if t == "section"]
+    assert [dict(a)["class"] for a in sections] == ["finding violated", "finding inconclusive"]
+    tbody_rows = out.split("<tbody>")[1].split("</tbody>")[0].count("<tr>")
+    assert tbody_rows == 3
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def test_markdown_summary_and_finding(report: dict[str, Any]) -> None:
+    out = render_markdown(report)
+    lines = out.splitlines()
+    assert lines[0] == "# nat-verify report: violated"
+    assert "| invariant | title | proved | holds | violated | inconclusive |" in lines
+    nv002 = next(ln for ln in lines if ln.startswith("| `NV002`"))
+    assert nv002.endswith("| 0 | 0 | **1** | 0 |")
+    assert "| **total** |  | **0** | **1** | **1** | **1** |" in lines
+    assert "## Findings (2)" in lines
+    assert "| **packet** | `external tcp 203.0.113.9:40000 -> 192.168.0.2:30080` |" in lines
+    assert "| **location** | `specs/web.yaml:14` |" in lines
+    assert "6. `nat KUBE-SEP-ZZZ 2` (line 120)" in lines
+    # the <script> of the comment is escaped, not raw HTML
+    assert SCRIPT not in out
+    assert "\\<script\\>alert\\(1\\)\\</script\\>" in out
+
+
+def test_markdown_mermaid_block_for_each_rule_path(report: dict[str, Any]) -> None:
+    out = render_markdown(report)
+    blocks = out.split("```mermaid\n")[1:]
+    assert len(blocks) == 1  # only the NV002 finding has a path
+    body = blocks[0].split("\n```")[0].splitlines()
+    assert body[0] == "flowchart LR"
+    # packet, 6 chains, the actual result as the end node
+    assert sum(1 for ln in body if ln.strip().startswith(("c", "packet(", "verdict("))
+               and "-->" not in ln) == 8
+    # c4 is KUBE-SVC-BBB, whose rule 3 jumped to KUBE-SEP-ZZZ (c5); the report's path has no
+    # targets, so the edge to the verdict carries no NAT label
+    assert '  c4 -->|"rule 3"| c5' in body
+    assert "  c5 --> verdict" in body
+    assert all("<" not in ln and "```" not in ln for ln in body)
+
+
+def test_markdown_escaping_helpers() -> None:
+    assert md_code("a`b") == "``a`b``"
+    assert md_code("`x`") == "`` `x` ``"
+    assert md_code("a|b", in_table=True) == "`a\\|b`"
+    assert md_text("[link](http://x) *b* | <i>") == "\\[link\\]\\(http://x\\) \\*b\\* \\| \\<i\\>"
+    assert md_text("two\nlines") == "two lines"
+
+
+# --- SARIF ----------------------------------------------------------------------------------
+
+
+def test_sarif_required_properties(report: dict[str, Any]) -> None:
+    log = json.loads(render_sarif(report))
+    assert log["version"] == "2.1.0"
+    assert log["$schema"].endswith("sarif-schema-2.1.0.json")
+    (run,) = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "nat-verify"
+    assert [r["id"] for r in driver["rules"]] == ["NV001", "NV002", "NV011"]
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"]
+        assert rule["name"].isidentifier()
+    assert len(run["results"]) == 2
+    for res in run["results"]:
+        assert driver["rules"][res["ruleIndex"]]["id"] == res["ruleId"]
+        assert res["message"]["text"]
+        assert res["locations"]
+        assert res["partialFingerprints"]
+    assert run["invocations"][0]["exitCode"] == 1
+
+
+def test_sarif_violation_locations_and_code_flow(report: dict[str, Any]) -> None:
+    run = json.loads(render_sarif(report))["runs"][0]
+    res = next(r for r in run["results"] if r["ruleId"] == "NV002")
+    assert res["level"] == "error"
+    phys = res["locations"][0]["physicalLocation"]
+    assert phys["artifactLocation"] == {"uri": "specs/web.yaml", "uriBaseId": "%SRCROOT%"}
+    assert phys["region"] == {"startLine": 14}
+    assert SCRIPT in res["message"]["text"]  # JSON carries it as data; viewers escape
+    flow = res["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert [f["location"]["message"]["text"] for f in flow] == report["findings"][0]["path"]
+    assert [f["location"]["physicalLocation"]["region"]["startLine"] for f in flow] == [
+        53, 70, 60, 76, 95, 120
+    ]
+    assert {f["location"]["physicalLocation"]["artifactLocation"]["uri"] for f in flow} == {
+        "dumps/node-a.rules"
+    }
+    note = next(r for r in run["results"] if r["ruleId"] == "NV011")
+    assert note["level"] == "note"
+    assert "physicalLocation" not in note["locations"][0]
+    assert note["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "default/sticky:443"
+
+
+def test_sarif_fingerprints_are_stable_and_distinct(report: dict[str, Any]) -> None:
+    a = json.loads(render_sarif(report))["runs"][0]["results"]
+    other = copy.deepcopy(report)
+    other["findings"][0]["counterexample"]["src"] = "198.51.100.1:1234"  # another packet
+    b = json.loads(render_sarif(other))["runs"][0]["results"]
+    assert [r["partialFingerprints"] for r in a] == [r["partialFingerprints"] for r in b]
+    assert a[0]["partialFingerprints"] != a[1]["partialFingerprints"]
+
+
+def test_sarif_uris(report: dict[str, Any]) -> None:
+    report["findings"][0]["location"] = "/repo/specs/my web.yaml:7"
+    res = json.loads(render_sarif(report, root="/repo"))["runs"][0]["results"][0]
+    art = res["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert art == {"uri": "specs/my%20web.yaml", "uriBaseId": "%SRCROOT%"}
+    res = json.loads(render_sarif(report))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "file:///repo/specs/my%20web.yaml"
+    }
+    # no manifest location: the deciding rule in the dump (the last step, line 120)
+    report["findings"][0]["location"] = "<generated>"
+    res = json.loads(render_sarif(report))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "dumps/node-a.rules", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": 120},
+    }
+
+
+def test_sarif_reports_results_without_findings() -> None:
+    results = [
+        Result("NV003", "default/a:80", "n", "violated", "concrete"),
+        Result("NV007", "default/b:80", "n", "inconclusive", "z3"),
+        Result("NV001", "default/c:80", "n", "holds", "hypothesis"),
+    ]
+    rep = build_report(results, [], command="verify", clusters=[])
+    out = json.loads(render_sarif(rep))["runs"][0]["results"]
+    assert [(r["ruleId"], r["level"]) for r in out] == [("NV003", "error"), ("NV007", "note")]
+
+
+# --- JUnit ----------------------------------------------------------------------------------
+
+
+def test_junit_counts_and_elements(report: dict[str, Any]) -> None:
+    root = ET.fromstring(render_junit(report))
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == (
+        "3", "1", "1", "0"
+    )
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert list(suites) == ["NV001", "NV002", "NV011"]
+    for name, (tests, failures, skipped) in {
+        "NV001": ("1", "0", "0"), "NV002": ("1", "1", "0"), "NV011": ("1", "0", "1")
+    }.items():
+        s = suites[name]
+        assert (s.get("tests"), s.get("failures"), s.get("skipped")) == (tests, failures, skipped)
+    (case,) = suites["NV002"].findall("testcase")
+    assert case.get("name") == "default/web:80 @ node-a [specs/web.yaml]"
+    assert case.get("classname") == "nat_verify.NV002"
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("message") == report["findings"][0]["message"]
+    text = failure.text or ""
+    assert "external tcp 203.0.113.9:40000 -> 192.168.0.2:30080" in text
+    assert "nat KUBE-SEP-ZZZ 2" in text and SCRIPT in text
+    skipped = suites["NV011"].find("testcase/skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "the recent match option --reap is not modelled"
+    (ok,) = suites["NV001"].findall("testcase")
+    assert list(ok) == []
+
+
+def test_junit_survives_control_characters_and_orphan_findings(report: dict[str, Any]) -> None:
+    report["findings"][0]["message"] = "bad\x01byte\nsecond line"
+    report["findings"].append({
+        "invariant": "NV014", "service": "", "node": "node-a", "severity": "error",
+        "message": "jump to missing chain KUBE-SVC-GONE", "status": "violated",
+    })
+    root = ET.fromstring(render_junit(report))
+    assert (root.get("tests"), root.get("failures")) == ("4", "2")
+    msg = root.find("testsuite[@name='NV002']/testcase/failure")
+    assert msg is not None and msg.get("message") == "bad\ufffdbyte"
+    orphan = root.find("testsuite[@name='NV014']/testcase")
+    assert orphan is not None and orphan.get("name") == "(node-wide) @ node-a"
