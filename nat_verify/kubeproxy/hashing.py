@@ -10,7 +10,6 @@ chains of one service port share the same 16 characters.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from functools import lru_cache
 
@@ -23,9 +22,16 @@ SEP = "KUBE-SEP-"
 SERVICE_PORT_PREFIXES: tuple[str, ...] = (SVC, SVL, EXT, FW, XLB)
 
 
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # RFC 4648 standard base32, upper case
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> 2 characters
+_SHIFTS = (70, 60, 50, 40, 30, 20, 10, 0)
+
+
 def _hash16(text: str) -> str:
-    # RFC 4648 standard alphabet, upper case; padding never reaches the first 16 characters.
-    return base64.b32encode(hashlib.sha256(text.encode()).digest())[:16].decode()
+    # The first 16 base32 characters encode exactly the first 10 bytes (80 bits) of the
+    # digest; encoding them directly is ~10x faster than base64.b32encode (pure Python).
+    n = int.from_bytes(hashlib.sha256(text.encode()).digest()[:10], "big")
+    return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
 
 
 def service_port_name(namespace: str, name: str, port_name: str) -> str:

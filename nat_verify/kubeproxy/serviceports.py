@@ -12,6 +12,7 @@ import ipaddress
 
 import attrs
 
+from nat_verify.kubeproxy.addresses import canonical_ip
 from nat_verify.kubeproxy.errors import CompileError
 from nat_verify.kubeproxy.hashing import port_proto_hash, service_port_name
 from nat_verify.model.cluster import Cluster, Service, ServicePort
@@ -57,11 +58,8 @@ class ServicePortInfo:
 
 
 def _ip_of_family(text: str, family: int) -> str | None:
-    try:
-        addr = ipaddress.ip_address(text.strip())
-    except ValueError:
-        return None
-    return str(addr) if addr.version == family else None
+    parsed = canonical_ip(text)
+    return parsed[0] if parsed is not None and parsed[1] == family else None
 
 
 def _cidr_of_family(text: str, family: int) -> str | None:
@@ -76,14 +74,13 @@ def _cluster_ip(svc: Service, family: int) -> str | None:
     for text in svc.cluster_ips:
         if text in ("", "None"):
             return None
-        try:
-            addr = ipaddress.ip_address(text)
-        except ValueError:
+        parsed = canonical_ip(text)
+        if parsed is None:
             raise CompileError(
                 f"Service {svc.key}: clusterIP {text!r} is not an IP address", svc.source
-            ) from None
-        if addr.version == family:
-            return str(addr)
+            )
+        if parsed[1] == family:
+            return parsed[0]
     return None
 
 
