@@ -66,6 +66,8 @@ _JUMP_WORDS = frozenset({"-j", "-g", "--jump", "--goto", "jump", "goto"})
 
 def target_word(target: str) -> str:
     """The target's name from a ``Step.target`` such as ``-j DNAT --to-destination ...``."""
+    if " " not in target:  # the interpreter's form: just the name
+        return "" if target in _JUMP_WORDS else target
     words = target.split()
     while words and words[0] in _JUMP_WORDS:
         words = words[1:]
@@ -179,12 +181,12 @@ class Segment:
 
     steps: tuple[Step, ...]
     main_line: tuple[Node, ...]
+    nat_targets: frozenset[str] = frozenset()  # NAT targets that fired in this hook
 
-    @property
-    def nat_targets(self) -> frozenset[str]:
-        return frozenset(
-            w for s in self.steps if (w := target_word(s.target).upper()) in NAT_TARGETS
-        )
+
+def _segment(steps: list[Step], stack: list[Node]) -> Segment:
+    nat = frozenset(w for s in steps if (w := target_word(s.target).upper()) in NAT_TARGETS)
+    return Segment(tuple(steps), tuple(stack), nat)
 
 
 def segments(steps: Sequence[Step]) -> tuple[Segment, ...]:
@@ -202,9 +204,9 @@ def segments(steps: Sequence[Step]) -> tuple[Segment, ...]:
             stack.append(here)
         else:
             if current:
-                out.append(Segment(tuple(current), tuple(stack)))
+                out.append(_segment(current, stack))
             current, stack = [], [here]
         current.append(step)
     if current:
-        out.append(Segment(tuple(current), tuple(stack)))
+        out.append(_segment(current, stack))
     return tuple(out)

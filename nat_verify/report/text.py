@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -88,7 +89,11 @@ def _chain_nodes(outcome: Outcome) -> list[Node]:
     """
     segs = segments(outcome.path)
     chosen: list[Segment] = [s for s in segs if s.nat_targets & _DEST_NAT]
-    if outcome.verdict in ("drop", "reject", "inconclusive") and segs and segs[-1] not in chosen:
+    if (
+        outcome.verdict in ("drop", "reject", "inconclusive")
+        and segs
+        and not any(s is segs[-1] for s in chosen)
+    ):
         chosen.append(segs[-1])
     if not chosen:
         return list(walk(segs[0].steps).nodes) if segs else []
@@ -109,37 +114,64 @@ def _chains_text(nodes: Sequence[Node]) -> str:
     return " -> ".join(parts)
 
 
-def trace_line(trace: Trace, outcome: Outcome) -> Text:
-    """One outcome as ``packet | chains | verdict (p) | source``, styled for a terminal."""
-    line = Text()
-    line.append(packet_text(trace.packet), style="cyan")
-    line.append(" | ")
-    line.append(_chains_text(_chain_nodes(outcome)))
-    line.append(" | ")
-    style = {"drop": "red", "reject": "red", "inconclusive": "yellow"}.get(outcome.verdict, "green")
-    line.append(verdict_text(outcome), style=f"bold {style}")
+_SGR = {
+    "cyan": "36",
+    "red": "1;31",
+    "green": "1;32",
+    "yellow": "1;33",
+    "magenta": "35",
+    "dim": "2",
+    "bold": "1",
+}
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def safe(text: object) -> str:
+    """Text for a terminal: control characters (an ESC from a dump comment) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\x1b[{_SGR[style]}m{text}\x1b[0m" if color and style else text
+
+
+# The one-line form is built as plain strings (no rich): ``trace --packets`` prints one per
+# packet, and a rich Console per line would cost more than the trace itself.
+
+
+def trace_line(trace: Trace, outcome: Outcome, *, color: bool = False) -> str:
+    """One outcome as ``packet | chains | verdict (p) | source``."""
+    verdict_style = {"drop": "red", "reject": "red", "inconclusive": "yellow"}.get(
+        outcome.verdict, "green"
+    )
+    parts = [
+        _paint(safe(packet_text(trace.packet)), "cyan", color),
+        safe(_chains_text(_chain_nodes(outcome))),
+        _paint(safe(verdict_text(outcome)), verdict_style, color),
+    ]
     src = source_text(outcome, trace.packet)
     if src:
-        line.append(" | ")
-        line.append(src, style="magenta" if outcome.masquerade or outcome.snat else "")
-    return line
+        parts.append(
+            _paint(safe(src), "magenta" if outcome.masquerade or outcome.snat else "", color)
+        )
+    return " | ".join(parts)
 
 
-def _step_lines(outcome: Outcome, source_lines: Sequence[str] | None) -> list[Text]:
+def _step_lines(outcome: Outcome, source_lines: Sequence[str] | None, color: bool) -> list[str]:
     out = []
     for step in outcome.path:
-        t = Text("    ")
-        t.append(f"{step.table:<7} {step.chain:<30} {step.rule if step.rule else 'policy':>6}")
+        rule = step.rule if step.rule else "policy"
         target = step_text(step)[len(str(step)) :]
-        t.append(f"{target:<34}", style="bold")
+        line = f"    {safe(step.table):<7} {safe(step.chain):<30} {rule:>6}"
+        line += _paint(f"{safe(target):<34}", "bold", color)
         if step.line:
-            t.append(f" line {step.line}", style="dim")
+            at = f" line {step.line}"
             if source_lines and 0 < step.line <= len(source_lines):
-                t.append(": ")
-                t.append(source_lines[step.line - 1].rstrip("\n"), style="dim")
-        out.append(t)
+                at += f": {safe(source_lines[step.line - 1].rstrip(chr(10)))}"
+            line += _paint(at, "dim", color)
+        out.append(line.rstrip())
     if outcome.reason:
-        out.append(Text(f"    reason: {outcome.reason}", style="yellow"))
+        out.append(_paint(f"    reason: {safe(outcome.reason)}", "yellow", color))
     return out
 
 
@@ -155,14 +187,14 @@ def render_trace_text(
     ``verbose`` adds every step below its outcome (table, chain, rule number, target and dump
     line, with the line's text when ``source_lines``, the dump split in lines, is given).
     """
-    items: list[RenderableType] = []
+    lines: list[str] = []
     for outcome in trace.outcomes:
-        items.append(trace_line(trace, outcome))
+        lines.append(trace_line(trace, outcome, color=color))
         if verbose:
-            items.extend(_step_lines(outcome, source_lines))
+            lines.extend(_step_lines(outcome, source_lines, color))
     if not trace.outcomes:
-        items.append(Text(f"{packet_text(trace.packet)} | no outcome"))
-    return _print(items, color=color, width=10_000)
+        lines.append(f"{safe(packet_text(trace.packet))} | no outcome")
+    return "\n".join(lines) + "\n"
 
 
 # --- reports -------------------------------------------------------------------------------
