@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 
 import attrs
 
-from nat_verify.kube.documents import YamlMap, YamlSeq
 from nat_verify.kube.errors import KubeInputError
+from nat_verify.kube.located import YamlMap, YamlSeq
 
 # IANA_SVC_NAME as the API validates a named port: 1-15 lower-case letters, digits and '-',
 # at least one letter, no leading, trailing or doubled '-'.

@@ -77,7 +77,7 @@ def test_malformed_json_points_at_the_missing_comma() -> None:
     with pytest.raises(KubeInputError) as info:
         load_cluster([path])
     assert (info.value.file, info.value.line) == (str(path), 6)
-    assert "malformed YAML/JSON" in info.value.message
+    assert info.value.message == "malformed JSON: Expecting ',' delimiter"
 
 
 def test_errors_in_one_file_of_a_directory_name_that_file(tmp_path: Path) -> None:
@@ -124,3 +124,40 @@ def test_str_is_file_line_message() -> None:
     err = KubeInputError("a.yaml", 7, "bad")
     assert str(err) == "a.yaml:7: bad"
     assert (err.file, err.line, err.message) == ("a.yaml", 7, "bad")
+
+
+def test_json_errors_point_at_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "svc.json"
+    path.write_text(
+        "{\n"  # 1
+        '  "apiVersion": "v1",\n'  # 2
+        '  "kind": "Service",\n'  # 3
+        '  "metadata": {"name": "s"},\n'  # 4
+        '  "spec": {\n'  # 5
+        '    "selector": {"app": "s"},\n'  # 6
+        '    "ports": [\n'  # 7
+        '      {"port": 80,\n'  # 8
+        '       "nodePort": 99999}\n'  # 9: the bad value
+        "    ]\n"
+        "  }\n"
+        "}\n"
+    )
+    with pytest.raises(KubeInputError) as info:
+        load_cluster([path])
+    assert info.value.line == 9
+    assert "'spec.ports[0].nodePort' must be an integer in 1..65535 (got 99999)" in str(info.value)
+
+
+def test_json_duplicate_key_and_non_object(tmp_path: Path) -> None:
+    dup = tmp_path / "dup.json"
+    dup.write_text('{"apiVersion": "v1",\n "kind": "Node",\n "kind": "Pod"}\n')
+    with pytest.raises(KubeInputError) as info:
+        load_cluster([dup])
+    assert (info.value.file, info.value.line) == (str(dup), 3)
+    assert "duplicate key 'kind'" in info.value.message
+    arr = tmp_path / "arr.json"
+    arr.write_text('\n\n[{"apiVersion": "v1", "kind": "Node"}]\n')
+    with pytest.raises(KubeInputError) as info:
+        load_cluster([arr])
+    assert info.value.line == 3
+    assert "must be a mapping" in info.value.message
