@@ -93,6 +93,9 @@ def owners_from_comments(text: str) -> dict[str, str]:
             continue
         if _SERVICE_CHAIN.match(chain):
             out.setdefault(chain, spn)
+        named = re.search(r" traffic not accepted by (KUBE-FW-[A-Z2-7]{16})", rest)
+        if named is not None:
+            out.setdefault(named.group(1), spn)
         j = _JUMP.search(rest)
         if j is not None and _SERVICE_CHAIN.match(j.group(1)):
             out.setdefault(j.group(1), spn)
