@@ -201,7 +201,7 @@ def render_trace_text(
 
 
 def _status_text(status: str) -> Text:
-    return Text(status, style=STATUS_STYLE.get(status, ""))
+    return Text(safe(status), style=STATUS_STYLE.get(status, ""))
 
 
 def summary_table(report: Mapping[str, Any]) -> Table:
@@ -214,7 +214,7 @@ def summary_table(report: Mapping[str, Any]) -> Table:
     for status in STATUSES:
         table.add_column(status, justify="right", footer=str(totals.get(status, 0)))
     for inv, counts in summary.get("invariants", {}).items():
-        row: list[RenderableType] = [Text(inv), Text(cat.info(inv, titles).title)]
+        row: list[RenderableType] = [Text(safe(inv)), Text(safe(cat.info(inv, titles).title))]
         for status in STATUSES:
             n = counts.get(status, 0)
             row.append(Text(str(n), style=STATUS_STYLE[status] if n else "dim"))
@@ -224,13 +224,13 @@ def summary_table(report: Mapping[str, Any]) -> Table:
 
 def finding_lines(f: Mapping[str, Any]) -> list[Text]:
     head = Text()
-    head.append(str(f.get("invariant", "")), style="bold")
+    head.append(safe(f.get("invariant", "")), style="bold")
     head.append(" ")
     head.append_text(_status_text(str(f.get("status", "violated"))))
-    head.append(f"  {where(f.get('service', ''), f.get('node', ''))}  ")
+    head.append(f"  {safe(where(f.get('service', ''), f.get('node', '')))}  ")
     severity = str(f.get("severity", "error"))
-    head.append(f"[{severity}]", style=SEVERITY_STYLE.get(severity, ""))
-    lines = [head, Text(f"  {f.get('message', '')}")]
+    head.append(f"[{safe(severity)}]", style=SEVERITY_STYLE.get(severity, ""))
+    lines = [head, Text(f"  {safe(f.get('message', ''))}")]
     for label, value in (
         ("packet", packet_json_text(f.get("counterexample"))),
         ("expected", f.get("expected", "")),
@@ -239,7 +239,7 @@ def finding_lines(f: Mapping[str, Any]) -> list[Text]:
     ):
         if value:
             t = Text(f"  {label + ':':<10}", style="bold")
-            t.append(str(value), style="")
+            t.append(safe(value))
             lines.append(t)
     path = list(f.get("path", []))
     if path:
@@ -247,9 +247,9 @@ def finding_lines(f: Mapping[str, Any]) -> list[Text]:
         nums = list(f.get("lines", []))
         for i, step in enumerate(path):
             line = nums[i] if i < len(nums) else 0
-            t = Text(f"    {i + 1:>2}. {step}")
+            t = Text(f"    {i + 1:>2}. {safe(step)}")
             if line:
-                t.append(f"  (line {line})", style="dim")
+                t.append(f"  (line {safe(line)})", style="dim")
             lines.append(t)
     return lines
 
@@ -259,12 +259,12 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
     summary = report.get("summary", {})
     outcome = str(summary.get("outcome", ""))
     head = Text()
-    head.append(f"nat-verify {report.get('command', '')}".rstrip() + ": ")
-    head.append(outcome.upper() or "?", style=STATUS_STYLE.get(outcome, "bold"))
-    head.append(f" (exit code {summary.get('exit_code', '?')})")
+    head.append(f"nat-verify {safe(report.get('command', ''))}".rstrip() + ": ")
+    head.append(safe(outcome.upper()) or "?", style=STATUS_STYLE.get(outcome, "bold"))
+    head.append(f" (exit code {safe(summary.get('exit_code', '?'))})")
     clusters = report.get("clusters", [])
     if clusters:
-        head.append(f"  clusters: {', '.join(clusters)}")
+        head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     items: list[RenderableType] = [head, summary_table(report)]
     findings = list(report.get("findings", []))
     if findings:

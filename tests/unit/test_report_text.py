@@ -7,9 +7,17 @@ from fractions import Fraction
 from ipaddress import ip_address
 from pathlib import Path
 
+import pytest
+
 from nat_verify.model.outcome import Outcome, Step, Trace
 from nat_verify.model.packet import Packet
-from nat_verify.report import outcome_dot, outcome_mermaid, render_text, render_trace_text
+from nat_verify.report import (
+    outcome_dot,
+    outcome_mermaid,
+    render_text,
+    render_trace_text,
+    want_color,
+)
 from nat_verify.report.path import segments, walk
 
 SAMPLE = Path(__file__).parent / "data" / "report" / "sample_report.json"
@@ -297,3 +305,38 @@ def test_dot_and_mermaid_escape_names() -> None:
                       Step("filter", 'X"];evil', 1, 9, "DROP")))
     assert 'label="X\\"];evil"' in outcome_dot(o, pkt)
     assert '"X#34;#93;#59;evil"' in outcome_mermaid(o, pkt)
+
+
+def test_control_characters_from_the_dump_do_not_reach_the_terminal() -> None:
+    trace = nodeport_trace()
+    dump = ["x"] * 120
+    dump[52] = '-A PREROUTING -m comment --comment "\x1b[2J\x07boom" -j KUBE-SERVICES'
+    out = render_trace_text(trace, verbose=True, source_lines=dump)
+    assert "\x1b" not in out and "\x07" not in out
+    assert '--comment "\\x1b[2J\\x07boom"' in out
+
+
+def test_report_text_prints_markup_and_escapes_literally() -> None:
+    report = json.loads(SAMPLE.read_text())
+    report["findings"][0]["message"] = "[bold red]fake[/] \x1b[31m"
+    out = render_text(report, width=120)
+    assert "[bold red]fake[/] \\x1b[31m" in out
+    assert "\x1b" not in out
+
+
+def test_want_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert want_color(io.StringIO()) is False
+    assert want_color(Tty()) is True
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert want_color(Tty()) is False
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert want_color(io.StringIO()) is True
