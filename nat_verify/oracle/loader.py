@@ -120,6 +120,10 @@ CONNTRACK_KEEPER = """table ip nat_verify_conntrack {
 """
 
 
+# The same, as a job for ``Topology(node_jobs=...)`` (runs in parallel with the plumbing).
+CONNTRACK_KEEPER_JOB = (["nft", "-f", "-"], CONNTRACK_KEEPER)
+
+
 def keep_conntrack_on(node_fd: int) -> None:
     """Make conntrack run in the node namespace whatever ruleset is loaded.
 

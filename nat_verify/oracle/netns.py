@@ -132,30 +132,30 @@ def ip_batch(fd: int, commands: list[str]) -> None:
         raise NetnsError(f"ip -batch failed: {res.stderr.strip()}")
 
 
-def _ip_batch_parallel(jobs: list[tuple[int, list[str]]]) -> None:
-    """One ``ip -batch`` per namespace, all running at once (halves the setup time)."""
+def run_parallel(jobs: list[tuple[int, list[str], str]]) -> None:
+    """Run (namespace fd, argv, stdin) jobs through nsenter, all at once (halves setup time)."""
     procs = []
-    for fd, cmds in jobs:
+    for fd, argv, stdin in jobs:
         p = subprocess.Popen(
-            ["nsenter", f"--net={fd_path(fd)}", "ip", "-batch", "-"],
+            ["nsenter", f"--net={fd_path(fd)}", *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        procs.append(p)
+        procs.append((argv, p))
         assert p.stdin is not None
-        p.stdin.write("\n".join(cmds) + "\n")
+        p.stdin.write(stdin)
         p.stdin.close()
     errors = []
-    for p in procs:
+    for argv, p in procs:
         assert p.stderr is not None
         err = p.stderr.read()
         p.stderr.close()
         if p.wait() != 0:
-            errors.append(err.strip())
+            errors.append(f"{' '.join(argv)}: {err.strip()}")
     if errors:
-        raise NetnsError("ip -batch failed: " + "; ".join(errors))
+        raise NetnsError("; ".join(errors))
 
 
 # Reference section 2, sysctl table. Every value is set explicitly because a new namespace
@@ -249,8 +249,13 @@ class Topology:
     ``node``, ``ext``, ``node2`` are namespace fds; ``pods`` maps pod IP -> fd.
     """
 
-    def __init__(self, spec: TopologySpec) -> None:
+    def __init__(
+        self, spec: TopologySpec, node_jobs: tuple[tuple[list[str], str], ...] = ()
+    ) -> None:
+        """``node_jobs``: extra (argv, stdin) commands run in the node namespace during setup,
+        in parallel with the peers' configuration."""
         self.spec = spec
+        self._node_jobs = node_jobs
         self._fds: list[int] = []
         self.node = self.ext = self.node2 = -1
         self.pods: dict[str, int] = {}
@@ -306,6 +311,7 @@ class Topology:
         # OUTPUT, so their REJECT rules never run.
         node.append(f"route add default via {spec.node2_ip} dev n2")
         jobs: list[tuple[int, list[str]]] = []
+        cmd = ["ip", "-batch", "-"]
         for i, (pod, fd) in enumerate(self.pods.items()):
             node += [
                 f"link add vp{i} type veth peer name eth0 netns {fd_path(fd)}",
@@ -348,4 +354,7 @@ class Topology:
                 ],
             )
         )
-        _ip_batch_parallel(jobs)
+        run_parallel(
+            [(fd, cmd, "\n".join(c) + "\n") for fd, c in jobs]
+            + [(self.node, argv, stdin) for argv, stdin in self._node_jobs]
+        )

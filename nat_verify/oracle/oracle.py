@@ -33,11 +33,11 @@ Verdicts (``KernelResult.verdict``):
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
 import shutil
 import socket
 import sys
+from typing import Any
 
 import attrs
 
@@ -78,25 +78,36 @@ class KernelResult:
         return self.dnat
 
 
-def classify(ev: Evidence, node_local: frozenset[str]) -> KernelResult:
+def classify(
+    ev: Evidence,
+    node_local: frozenset[str],
+    src: str = "",
+    sport: int = 0,
+    dst: str = "",
+    dport: int = 0,
+) -> KernelResult:
     """Turn a probe's raw evidence into a ``KernelResult`` (reference section 3 table)."""
+
+    def result(verdict: str, **kw: Any) -> KernelResult:
+        return KernelResult(verdict, src=src, sport=sport, dst=dst, dport=dport, **kw)
+
     if ev.never_reached_node:
-        return KernelResult("lost")
+        return result("lost")
     if ev.event is not None:
         o, r = ev.event.orig, ev.event.reply
         dnat = (r.src, r.sport) if (r.src, r.sport) != (o.dst, o.dport) else None
         snat = r.dst if r.dst != o.src else None
         final_dst = r.src
-        local = final_dst in node_local or ipaddress.ip_address(final_dst).is_loopback
-        return KernelResult("accept" if local else "forward", dnat, snat)
+        local = final_dst in node_local or final_dst.startswith("127.")
+        return result("accept" if local else "forward", dnat=dnat, snat_ip=snat)
     if ev.icmp is not None:
         name = REJECT_WITH.get(ev.icmp, f"icmp-{ev.icmp[0]}-{ev.icmp[1]}")
-        return KernelResult("reject", icmp=ev.icmp, reject_with=name)
+        return result("reject", icmp=ev.icmp, reject_with=name)
     if ev.rst:
-        return KernelResult("reject", reject_with="tcp-reset")
+        return result("reject", reject_with="tcp-reset")
     if ev.send_errno:
-        return KernelResult("unreachable")
-    return KernelResult("drop")
+        return result("unreachable")
+    return result("drop")
 
 
 class KernelOracle:
@@ -112,12 +123,12 @@ class KernelOracle:
         self.timeout = timeout
         self._topo: Topology | None = None
         self._prober: Prober | None = None
+        self._node_local = spec.node_local()
 
     def __enter__(self) -> KernelOracle:
-        topo = Topology(self.spec)
+        topo = Topology(self.spec, node_jobs=(loader.CONNTRACK_KEEPER_JOB,))
         topo.__enter__()
         try:
-            loader.keep_conntrack_on(topo.node)
             self._prober = Prober(topo, timeout=self.timeout)
         except BaseException:
             topo.close()
@@ -173,9 +184,7 @@ class KernelOracle:
         if self._prober is None:
             raise RuntimeError("KernelOracle used outside its `with` block")
         ev, sp = self._prober.probe(src, dst, dport, proto, origin, sport)
-        return attrs.evolve(
-            classify(ev, self.spec.node_local()), src=src, sport=sp, dst=dst, dport=dport
-        )
+        return classify(ev, self._node_local, src, sp, dst, dport)
 
 
 def to_outcome_key(result: KernelResult) -> tuple[str, str, int, bool]:

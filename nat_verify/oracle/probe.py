@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import ipaddress
 import os
 import random
@@ -191,6 +192,17 @@ def _parse_reply(pkt: bytes) -> tuple[tuple[str, str, int], tuple[int, int] | No
     return (name, src, sport), (typ, code)
 
 
+@functools.lru_cache(maxsize=4096)
+def _v4(text: str) -> ipaddress.IPv4Address:
+    try:
+        a = ipaddress.ip_address(text)
+    except ValueError:
+        raise ProbeError(f"expected an IPv4 address, received {text!r}") from None
+    if a.version != 4:
+        raise ProbeError(f"only IPv4 probes are supported, received {text}")
+    return a
+
+
 class Prober:
     """Sends probes through a built ``Topology``; owns the node's ctnetlink and sniffer sockets."""
 
@@ -238,10 +250,8 @@ class Prober:
     def _source_ns(self, src: str, dst: str, origin: str) -> tuple[int, bool, bool]:
         """(namespace fd, use a raw packet, stays local in the source namespace)."""
         spec = self.topo.spec
-        a = ipaddress.ip_address(src)
-        d = ipaddress.ip_address(dst)
-        if a.version != 4 or d.version != 4:
-            raise ProbeError(f"only IPv4 probes are supported, received {src} -> {dst}")
+        a = _v4(src)
+        d = _v4(dst)
         if origin == "external":
             if src in self._ext_local:
                 return self.topo.ext, False, dst in self._ext_local or d.is_loopback
