@@ -46,6 +46,9 @@ Semantics notes (all from upstream ``proxier.go`` / ``topology.go``)
 * "Local" endpoints are those whose ``node_name`` equals the node; endpoints are deduplicated
   by ``ip:port`` (the local copy wins) and sorted by that string.
 * ``healthCheckNodePort`` is used only for type LoadBalancer with eTP=Local.
+* With ``nfacct`` (the default, as v1.28+ kube-proxy) the rules use the nfacct objects
+  ``ct_state_invalid_dropped_pkts`` and ``localhost_nps_accepted_pkts``; kube-proxy creates them
+  before restoring, and ``iptables-restore`` fails without them (``nfacct add NAME``).
 * ``large_cluster_threshold``: comments are dropped from SVC/SVL->SEP and SEP rules when the
   total number of endpoints of all service ports exceeds it.
 """
