@@ -7,6 +7,7 @@ a topology setup/teardown cycle. Needs root. Targets: >= 3,000 probes/s, cycle <
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -65,19 +66,23 @@ SCENARIOS = [
 ]
 
 
-def bench_probes(n: int) -> dict[str, float]:
+def bench_probes(n: int) -> dict[str, tuple[float, float]]:
+    """Per scenario: (probes per wall-clock second, probes per CPU second of this process).
+
+    The second figure discounts other load on the machine: on veth the kernel's whole
+    traversal runs in the probing thread's context, so it is counted too."""
     rates = {}
     with KernelOracle(SPEC) as k:
         k.load(RULES)
         for name, src, dst, origin, verdict in SCENARIOS:
             for _ in range(50):  # warm-up (neighbour entries, caches)
                 k.probe(src, dst, 80, origin=origin)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for _ in range(n):
                 r = k.probe(src, dst, 80, origin=origin)
                 if r.verdict != verdict:
                     raise SystemExit(f"{name}: expected {verdict}, kernel said {r}")
-            rates[name] = n / (time.perf_counter() - t)
+            rates[name] = (n / (time.perf_counter() - t), n / (time.process_time() - c))
     return rates
 
 
@@ -115,13 +120,15 @@ def main() -> None:
         sys.exit(f"kernel oracle unavailable: {reason}")
     rates = bench_probes(args.probes)
     setup, teardown, whole = bench_cycles(args.cycles)
+    load = os.getloadavg()[0]
     print(f"kernel oracle, {args.probes} probes per scenario (conntrack events only, nft backend)")
-    for name, rate in rates.items():
-        print(f"  {name:30s} {rate:8.0f} probes/s")
+    print(f"  (load average {load:.2f} on {os.cpu_count()} CPUs while measuring)")
+    for name, (wall, cpu) in rates.items():
+        print(f"  {name:30s} {wall:8.0f} probes/s   ({cpu:6.0f} per CPU second)")
     print(f"topology with {len(SPEC.pods)} pods (7 netns), median of {args.cycles} cycles:")
     print(f"  setup {setup:.1f} ms, teardown {teardown:.1f} ms")
     print(f"  setup + load + 20 probes + teardown {whole:.1f} ms")
-    ok = min(rates.values()) >= 3000 and setup + teardown < 100
+    ok = min(w for w, _ in rates.values()) >= 3000 and setup + teardown < 100
     print("targets (>= 3,000 probes/s, cycle < 100 ms):", "met" if ok else "NOT met")
 
 
