@@ -194,6 +194,12 @@ class Fields:
 
 def parse_ip(value: str, fail: Any) -> str:
     """The canonical spelling of an IP address (as iptables-save prints it)."""
+    parts = value.split(".")
+    if len(parts) == 4 and all(
+        p.isdigit() and p.isascii() and len(p) <= 3 and (p == "0" or p[0] != "0") and int(p) < 256
+        for p in parts
+    ):
+        return value  # a plain dotted quad is already canonical; the common case, made cheap
     try:
         return str(ipaddress.ip_address(value.strip()))
     except ValueError:

@@ -161,3 +161,15 @@ def test_json_duplicate_key_and_non_object(tmp_path: Path) -> None:
         load_cluster([arr])
     assert info.value.line == 3
     assert "must be a mapping" in info.value.message
+
+
+@pytest.mark.parametrize("bad", ["010.0.0.1", "256.1.1.1", "1.2.3", "1.2.3.4.5", "10.0.0.1/32"])
+def test_invalid_ipv4_spellings(tmp_path: Path, bad: str) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nstatus:\n  podIP: '{bad}'\n"
+    )
+    with pytest.raises(KubeInputError) as info:
+        load_cluster([path])
+    assert info.value.line == 5
+    assert f"must be an IP address (got '{bad}')" in info.value.message
