@@ -34,18 +34,19 @@ def main() -> int:
     cluster = generate_cluster(args.services, args.endpoints, args.nodes)
     gen = time.perf_counter() - t0
 
-    best = float("inf")
+    best = cpu = float("inf")
     text = ""
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         text = compile_node(cluster, "node-0", 4, base_jumps=True)
         best = min(best, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
     if args.out:
         args.out.write_text(text)
     lines = text.count("\n")
     print(
         f"compile_node: {args.services} service ports x {args.endpoints} endpoints, {args.nodes} nodes: "
-        f"{lines:,} lines, {len(text) / 1e6:.1f} MB in {best:.2f} s (best of {args.repeat}; "
+        f"{lines:,} lines, {len(text) / 1e6:.1f} MB in {best:.2f} s wall, {cpu:.2f} s CPU (best of {args.repeat}; "
         f"generation {gen:.2f} s); target <= 5 s: {'met' if best <= 5 else 'MISSED'}"
     )
     return 0

@@ -291,7 +291,10 @@ def _render(
     out: list[str], table: str, chains: dict[str, list[str]], builtin: dict[str, list[str]]
 ) -> None:
     merged = {**chains, **builtin}
-    names = sorted(merged, key=chain_sort_key)
+    # chain_sort_key order, without a Python key function over ~100k names
+    heads = [n for n in (NODEPORTS, SERVICES) if n in merged]
+    kube = sorted(n for n in chains if n.startswith("KUBE-") and n not in (NODEPORTS, SERVICES))
+    names = heads + kube + sorted(n for n in merged if not n.startswith("KUBE-"))
     out.append(f"*{table}")
     out.extend(f":{name} - [0:0]" for name in names)
     for name in names:

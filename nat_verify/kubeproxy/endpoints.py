@@ -55,6 +55,14 @@ def endpoint_index(cluster: Cluster, node: str, family: int) -> dict[PortKey, li
     for sl in cluster.slices:
         if sl.address_type != address_type:
             continue
+        # (bucket, ":port" suffix, port) per slice port, computed once per slice
+        targets = [
+            (merged.setdefault((sl.namespace, sl.service_name, p.name, p.protocol), {}), p.port)
+            for p in sl.ports
+            if p.port
+        ]
+        if not targets:
+            continue
         for ep in sl.endpoints:
             if not ep.addresses:
                 continue
@@ -68,23 +76,13 @@ def endpoint_index(cluster: Cluster, node: str, family: int) -> dict[PortKey, li
             if version != family:
                 continue
             is_local = bool(ep.node_name) and ep.node_name == node
-            for p in sl.ports:
-                if not p.port:
-                    continue
-                key = (sl.namespace, sl.service_name, p.name, p.protocol)
-                text = f"[{ip}]:{p.port}" if family == 6 else f"{ip}:{p.port}"
-                bucket = merged.setdefault(key, {})
-                if text in bucket and not is_local:
+            host = f"[{ip}]" if family == 6 else ip
+            for bucket, port in targets:
+                text = f"{host}:{port}"
+                if not is_local and text in bucket:
                     continue
                 bucket[text] = EndpointInfo(
-                    ip=ip,
-                    port=p.port,
-                    endpoint=text,
-                    is_local=is_local,
-                    ready=ep.ready,
-                    serving=ep.serving,
-                    terminating=ep.terminating,
-                    zone_hints=ep.hint_zones,
+                    ip, port, text, is_local, ep.ready, ep.serving, ep.terminating, ep.hint_zones
                 )
     return {key: [b[k] for k in sorted(b)] for key, b in merged.items()}
 

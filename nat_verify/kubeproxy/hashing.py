@@ -23,15 +23,24 @@ SERVICE_PORT_PREFIXES: tuple[str, ...] = (SVC, SVL, EXT, FW, XLB)
 
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # RFC 4648 standard base32, upper case
-_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> 2 characters
-_SHIFTS = (70, 60, 50, 40, 30, 20, 10, 0)
+# 15 bits -> 3 characters (32768 entries): 80 bits = 5 lookups + one last character.
+_TRIPLES = [a + b + c for a in _ALPHABET for b in _ALPHABET for c in _ALPHABET]
+_M15 = (1 << 15) - 1
 
 
 def _hash16(text: str) -> str:
     # The first 16 base32 characters encode exactly the first 10 bytes (80 bits) of the
-    # digest; encoding them directly is ~10x faster than base64.b32encode (pure Python).
+    # digest; encoding them with a lookup table is ~10x faster than base64.b32encode.
     n = int.from_bytes(hashlib.sha256(text.encode()).digest()[:10], "big")
-    return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
+    t = _TRIPLES
+    return (
+        t[n >> 65]
+        + t[(n >> 50) & _M15]
+        + t[(n >> 35) & _M15]
+        + t[(n >> 20) & _M15]
+        + t[(n >> 5) & _M15]
+        + _ALPHABET[n & 31]
+    )
 
 
 def service_port_name(namespace: str, name: str, port_name: str) -> str:
