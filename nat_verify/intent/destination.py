@@ -26,6 +26,7 @@ import ipaddress
 
 import attrs
 
+from nat_verify.intent.index import index, parse_ip
 from nat_verify.model.cluster import Cluster, Service, ServicePort
 
 ADDRESS_CLASSES: tuple[str, ...] = (
@@ -57,7 +58,7 @@ class Destination:
 
     @property
     def family(self) -> int:
-        return ipaddress.ip_address(self.ip).version
+        return parse_ip(self.ip).version
 
     @property
     def external(self) -> bool:
@@ -86,7 +87,7 @@ def family_ips(addresses: tuple[str, ...], family: int) -> tuple[str, ...]:
     out: list[str] = []
     for text in addresses:
         try:
-            addr = ipaddress.ip_address(text.strip())
+            addr = parse_ip(text.strip())
         except ValueError:
             continue
         if addr.version == family and str(addr) not in out:
@@ -97,9 +98,8 @@ def family_ips(addresses: tuple[str, ...], family: int) -> tuple[str, ...]:
 def find_service_port(cluster: Cluster, service: str, proto: str) -> tuple[Service, ServicePort]:
     """The Service and port named ``ns/name[:port]`` with protocol ``proto`` (any case)."""
     key, _, port_name = service.partition(":")
-    for svc in cluster.services:
-        if svc.key != key:
-            continue
+    svc = index(cluster).services.get(key)
+    if svc is not None:
         for sp in svc.ports:
             if sp.name == port_name and sp.protocol.lower() == proto.lower():
                 return svc, sp
@@ -108,7 +108,7 @@ def find_service_port(cluster: Cluster, service: str, proto: str) -> tuple[Servi
 
 def node_port_ips(cluster: Cluster, node: str, family: int) -> tuple[str, ...]:
     """The node's own addresses of ``family`` on which NodePorts are accepted (no loopback)."""
-    node_ips = family_ips(cluster.node(node).internal_ips, family)
+    node_ips = family_ips(index(cluster).nodes[node].internal_ips, family)
     setting = cluster.proxy.node_port_addresses
     if not setting:
         return node_ips
@@ -116,7 +116,7 @@ def node_port_ips(cluster: Cluster, node: str, family: int) -> tuple[str, ...]:
     if any(entry.strip() == "primary" for entry in setting):
         chosen.extend(node_ips[:1])
     for net in _setting_networks(setting, family):
-        chosen.extend(ip for ip in node_ips if ipaddress.ip_address(ip) in net)
+        chosen.extend(ip for ip in node_ips if parse_ip(ip) in net)
     return tuple(ip for ip in node_ips if ip in chosen)
 
 
@@ -145,7 +145,7 @@ def localhost_node_ports(cluster: Cluster, family: int) -> bool:
     setting = cluster.proxy.node_port_addresses
     if not setting:
         return True
-    loopback = ipaddress.ip_address(LOCALHOST_V4)
+    loopback = parse_ip(LOCALHOST_V4)
     return any(loopback in net for net in _setting_networks(setting, 4))
 
 

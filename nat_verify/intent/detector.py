@@ -20,6 +20,7 @@ import ipaddress
 
 import attrs
 
+from nat_verify.intent.index import index, parse_ip
 from nat_verify.model.cluster import Cluster, IPNetwork
 
 LOOPBACK_NETS = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
@@ -62,17 +63,24 @@ def detector_for(cluster: Cluster, node: str, family: int) -> Detector:
     A CIDR mode with no CIDR of the family, or an interface mode with no interface name, can
     detect nothing and counts as no detector (kube-proxy then uses its no-op detector).
     """
+    memo = index(cluster).memo
+    key = ("detector", node, family)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _detector(cluster, node, family)
+    assert isinstance(hit, Detector)
+    return hit
+
+
+def _detector(cluster: Cluster, node: str, family: int) -> Detector:
     proxy = cluster.proxy
     mode = proxy.detect_local_mode or ("ClusterCIDR" if proxy.cluster_cidrs else "")
     if mode == "ClusterCIDR":
         cidrs = _nets(proxy.cluster_cidrs, family)
         return Detector("ClusterCIDR", cidrs) if cidrs else Detector("")
     if mode == "NodeCIDR":
-        try:
-            pod_cidrs = cluster.node(node).pod_cidrs
-        except KeyError:
-            pod_cidrs = ()
-        cidrs = _nets(pod_cidrs, family)
+        n = index(cluster).nodes.get(node)
+        cidrs = _nets(n.pod_cidrs if n is not None else (), family)
         return Detector("NodeCIDR", cidrs) if cidrs else Detector("")
     if mode == "BridgeInterface":
         return Detector(mode) if proxy.bridge_interface else Detector("")
@@ -86,32 +94,28 @@ def is_local_traffic(det: Detector, src: str, origin: str) -> bool:
     if not det.configured:
         return False
     if det.cidrs:
-        addr = ipaddress.ip_address(src)
+        addr = parse_ip(src)
         return any(addr in net for net in det.cidrs)
     # interface detectors: only a pod on this node arrives through the bridge / veth prefix
     return origin == "pod"
 
 
 def node_addresses(cluster: Cluster, node: str) -> frozenset[str]:
-    try:
-        ips = cluster.node(node).internal_ips
-    except KeyError:
-        return frozenset()
-    out: set[str] = set()
-    for t in ips:
-        try:
-            out.add(str(ipaddress.ip_address(t.strip())))
-        except ValueError:
-            continue
-    return frozenset(out)
+    """The node's own addresses (canonical text), both families."""
+    idx = index(cluster)
+    hit = idx.memo.get(("node-addresses", node))
+    if hit is None:
+        n = idx.nodes.get(node)
+        hit = frozenset(str(a) for a in _addrs(n.internal_ips)) if n is not None else frozenset()
+        idx.memo[("node-addresses", node)] = hit
+    assert isinstance(hit, frozenset)
+    return hit
 
 
 def pod_networks(cluster: Cluster, node: str, family: int) -> tuple[IPNetwork, ...]:
     """This node's pod CIDRs of the family; the cluster CIDRs if the node has none."""
-    try:
-        own = _nets(cluster.node(node).pod_cidrs, family)
-    except KeyError:
-        own = ()
+    n = index(cluster).nodes.get(node)
+    own = _nets(n.pod_cidrs, family) if n is not None else ()
     return own or _nets(cluster.proxy.cluster_cidrs, family)
 
 
@@ -119,7 +123,7 @@ def _addrs(texts: tuple[str, ...]) -> set[ipaddress.IPv4Address | ipaddress.IPv6
     out: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
     for t in texts:
         try:
-            out.add(ipaddress.ip_address(t.strip()))
+            out.add(parse_ip(t.strip()))
         except ValueError:
             continue
     return out
@@ -127,11 +131,11 @@ def _addrs(texts: tuple[str, ...]) -> set[ipaddress.IPv4Address | ipaddress.IPv6
 
 def classify_origin(cluster: Cluster, node: str, src: str) -> str:
     """``host`` for a node or loopback address, ``pod`` for a pod of this node, else ``external``."""
-    addr = ipaddress.ip_address(src)
+    addr = parse_ip(src)
     if str(addr) in node_addresses(cluster, node) or any(addr in n for n in LOOPBACK_NETS):
         return "host"
-    for pod in cluster.pods:
-        if pod.node_name == node and not pod.host_network and addr in _addrs(pod.ips):
+    for pod in index(cluster).pods_by_node.get(node, ()):
+        if not pod.host_network and addr in _addrs(pod.ips):
             return "pod"
     if any(addr in net for net in pod_networks(cluster, node, addr.version)):
         return "pod"

@@ -20,10 +20,9 @@ Sources (Kubernetes documentation and KEPs, not kube-proxy's code):
 
 from __future__ import annotations
 
-import ipaddress
-
 import attrs
 
+from nat_verify.intent.index import index, parse_ip
 from nat_verify.model.cluster import Cluster, Service, ServicePort
 
 EndpointKey = tuple[str, int]  # (ip, port)
@@ -57,13 +56,14 @@ class EndpointSets:
     local_terminating: bool  # the local set is the KEP-1669 fallback
     hints_used: bool
     notes: tuple[str, ...] = ()
+    local_keys: frozenset[EndpointKey] = frozenset()  # every endpoint on this node, usable or not
 
     @property
     def any_usable(self) -> bool:
         return bool(self.cluster or self.local)
 
     def is_local(self, key: EndpointKey) -> bool:
-        return any(e.key == key and e.local for e in self.all)
+        return key in self.local_keys
 
 
 def _family_of(address_type: str) -> int:
@@ -80,7 +80,7 @@ def endpoint_infos(
     any copy names this node), so intent never forbids an endpoint some slice offers.
     """
     merged: dict[EndpointKey, EndpointInfo] = {}
-    for es in cluster.slices_for(svc):
+    for es in index(cluster).slices_for(svc):
         if _family_of(es.address_type) != family:
             continue
         ports = [p.port for p in es.ports if p.name == sp.name and p.protocol == sp.protocol]
@@ -91,7 +91,7 @@ def endpoint_infos(
             if not ep.addresses:
                 continue
             try:
-                addr = ipaddress.ip_address(ep.addresses[0].strip())
+                addr = parse_ip(ep.addresses[0].strip())
             except ValueError:
                 continue
             if addr.version != family:
@@ -124,6 +124,18 @@ def usable_endpoints(
     cluster: Cluster, node: str, svc: Service, sp: ServicePort, family: int
 ) -> EndpointSets:
     """The cluster-wide and node-local endpoint sets of a Service port on ``node``."""
+    memo = index(cluster).memo
+    key = ("usable", svc.key, sp.name, sp.protocol, node, family)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _usable(cluster, node, svc, sp, family)
+    assert isinstance(hit, EndpointSets)
+    return hit
+
+
+def _usable(
+    cluster: Cluster, node: str, svc: Service, sp: ServicePort, family: int
+) -> EndpointSets:
     infos = endpoint_infos(cluster, node, svc, sp, family)
     fallback = cluster.proxy.terminating_fallback
     notes: list[str] = []
@@ -162,6 +174,7 @@ def usable_endpoints(
         local_terminating=local_term,
         hints_used=hints_used,
         notes=tuple(notes),
+        local_keys=frozenset(e.key for e in infos if e.local),
     )
 
 
@@ -171,10 +184,8 @@ def _hint_filter(
     """Ready endpoints hinted for this node's zone, or None when hints do not apply."""
     if svc.internal_traffic_policy == "Local" or not ready:
         return None
-    try:
-        zone = cluster.node(node).zone
-    except KeyError:
-        return None
+    n = index(cluster).nodes.get(node)
+    zone = n.zone if n is not None else ""
     if not zone or any(not e.hint_zones for e in ready):
         return None
     chosen = [e for e in ready if e.hint_zones and zone in e.hint_zones]

@@ -51,6 +51,7 @@ from nat_verify.intent.detector import (
     node_addresses,
 )
 from nat_verify.intent.endpoints import EndpointKey, EndpointSets, usable_endpoints
+from nat_verify.intent.index import parse_ip
 from nat_verify.model.cluster import Cluster, ProxyConfig, Service
 
 KINDS: tuple[str, ...] = ("dnat", "reject", "drop", "unmanaged")
@@ -112,7 +113,7 @@ def expect(cluster: Cluster, node: str, dest: Destination, src: str, origin: str
     if origin not in ("external", "pod", "host"):
         raise ValueError(f"origin must be external, pod or host, received {origin!r}")
     family = dest.family
-    if ipaddress.ip_address(src).version != family:
+    if parse_ip(src).version != family:
         raise ValueError(f"source {src} is not of the destination's family IPv{family}")
     svc, sp = find_service_port(cluster, dest.service, dest.proto)
     sets = usable_endpoints(cluster, node, svc, sp, family)
@@ -303,11 +304,11 @@ def _dnat(
     """A DNAT expectation, with hairpin overrides and the NV010 return-path warning."""
     reasons = reasons + [masq.reason]
     warnings = [masq.warning] if masq.warning else []
-    src_addr = ipaddress.ip_address(src)
-    per_endpoint: list[tuple[EndpointKey, bool | None]] = []
-    for ep in sorted(targets):
-        if ipaddress.ip_address(ep[0]) == src_addr:
-            per_endpoint.append((ep, True))
+    # endpoint addresses are canonical text (endpoint_infos), so compare canonical text
+    src_text = str(parse_ip(src))
+    per_endpoint: list[tuple[EndpointKey, bool | None]] = [
+        (ep, True) for ep in sorted(targets) if ep[0] == src_text
+    ]
     if per_endpoint:
         invariants = invariants + ["NV008"]
         reasons.append(
@@ -344,12 +345,12 @@ def _source_range_allows(
             continue  # an invalid range admits nothing
         if net.version == family:
             ranges.append(net)
-    addr = ipaddress.ip_address(src)
+    addr = parse_ip(src)
     hit = next((net for net in ranges if addr in net), None)
     if hit is not None:
         return True, f"source {src} is inside loadBalancerSourceRanges entry {hit}"
     if str(addr) in lb_ips(svc, family):
-        node_ips = [ipaddress.ip_address(ip) for ip in node_addresses(cluster, node)]
+        node_ips = [parse_ip(ip) for ip in node_addresses(cluster, node)]
         if any(ip in net for ip in node_ips if ip.version == family for net in ranges):
             return True, (
                 f"source {src} is the Service's own LB IP and a node IP is inside "

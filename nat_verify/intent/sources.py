@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import ipaddress
 
+import attrs
+
 from nat_verify.intent.destination import Destination, family_ips, find_service_port, lb_ips
 from nat_verify.intent.detector import classify_origin, node_addresses, pod_networks
-from nat_verify.intent.endpoints import EndpointInfo, endpoint_infos
+from nat_verify.intent.endpoints import EndpointInfo, usable_endpoints
+from nat_verify.intent.index import index, parse_ip
 from nat_verify.model.cluster import Cluster, IPAddress, IPNetwork
 
 # documentation ranges first (RFC 5737 / RFC 3849), then further fallbacks
@@ -40,9 +43,9 @@ def interesting_sources(
         return tuple(out)
 
     svc, sp = find_service_port(cluster, dest.service, dest.proto)
-    infos = endpoint_infos(cluster, node, svc, sp, family)
+    infos = usable_endpoints(cluster, node, svc, sp, family).all
     ranges = _ranges(svc.lb_source_ranges, family) if dest.address_class == "lb-ip" else ()
-    taken = _taken(cluster, node, family, infos_ips=[e.ip for e in infos])
+    taken = _Taken(*_taken(cluster, family), frozenset(parse_ip(e.ip) for e in infos))
 
     outside = _external_client(family, taken, ranges)
     if outside is not None:
@@ -64,7 +67,7 @@ def interesting_sources(
     for remote in _remote_pods(cluster, node, family, infos):
         add(remote, "external")
 
-    hosts = family_ips(cluster.node(node).internal_ips, family)
+    hosts = family_ips(index(cluster).nodes[node].internal_ips, family)
     if hosts:
         add(hosts[0], "host")
     return tuple(out)
@@ -82,41 +85,59 @@ def _ranges(texts: tuple[str, ...], family: int) -> tuple[IPNetwork, ...]:
     return tuple(out)
 
 
-def _taken(
-    cluster: Cluster, node: str, family: int, infos_ips: list[str]
-) -> tuple[set[IPAddress], tuple[IPNetwork, ...]]:
-    """Addresses and networks an "external" client must avoid."""
-    addrs: set[IPAddress] = {ipaddress.ip_address(a) for a in infos_ips}
+def _taken(cluster: Cluster, family: int) -> tuple[frozenset[IPAddress], tuple[IPNetwork, ...]]:
+    """Addresses and networks an "external" client must avoid (memoized per Cluster)."""
+    memo = index(cluster).memo
+    key = ("taken", family)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    addrs: set[IPAddress] = set()
     nets: list[IPNetwork] = []
     for n in cluster.nodes:
         for a in family_ips(n.internal_ips, family):
-            addrs.add(ipaddress.ip_address(a))
+            addrs.add(parse_ip(a))
         nets.extend(_ranges(n.pod_cidrs, family))
     nets.extend(_ranges(cluster.proxy.cluster_cidrs, family))
     for svc in cluster.services:
         for a in family_ips(svc.cluster_ips + svc.external_ips, family) + lb_ips(svc, family):
-            addrs.add(ipaddress.ip_address(a))
-    return addrs, tuple(nets)
+            addrs.add(parse_ip(a))
+    result = (frozenset(addrs), tuple(nets))
+    memo[key] = result
+    return result
 
 
-def _free(addr: IPAddress, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]]) -> bool:
-    addrs, nets = taken
-    return addr not in addrs and not any(addr in n for n in nets) and not addr.is_loopback
+@attrs.frozen
+class _Taken:
+    """Addresses a made-up client must avoid: cluster-wide ones, networks, this port's endpoints."""
+
+    addrs: frozenset[IPAddress]
+    nets: tuple[IPNetwork, ...]
+    endpoints: frozenset[IPAddress]
+
+
+def _free(addr: IPAddress, taken: _Taken) -> bool:
+    return (
+        addr not in taken.addrs
+        and addr not in taken.endpoints
+        and not any(addr in n for n in taken.nets)
+        and not addr.is_loopback
+    )
 
 
 def _external_client(
     family: int,
-    taken: tuple[set[IPAddress], tuple[IPNetwork, ...]],
+    taken: _Taken,
     ranges: tuple[IPNetwork, ...],
 ) -> str | None:
     for text in _EXTERNAL_CANDIDATES[family]:
-        addr = ipaddress.ip_address(text)
+        addr = parse_ip(text)
         if _free(addr, taken) and not any(addr in r for r in ranges):
             return text
     return None
 
 
-def _inside(net: IPNetwork, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]]) -> str | None:
+def _inside(net: IPNetwork, taken: _Taken) -> str | None:
     """An address inside ``net``, preferably one that is not a node, pod or service address."""
     # skip the network and broadcast addresses of ranges that have them
     offsets = (
@@ -134,8 +155,8 @@ def _inside(net: IPNetwork, taken: tuple[set[IPAddress], tuple[IPNetwork, ...]])
 def _non_endpoint_pod(
     cluster: Cluster, node: str, family: int, endpoint_ips: set[str]
 ) -> str | None:
-    for pod in cluster.pods:
-        if pod.node_name != node or pod.host_network:
+    for pod in index(cluster).pods_by_node.get(node, ()):
+        if pod.host_network:
             continue
         for ip in family_ips(pod.ips, family):
             if ip not in endpoint_ips:
