@@ -84,19 +84,22 @@ def create_namespaces(count: int) -> list[int]:
     return fds
 
 
-_original: int | None = None
+_home = threading.local()
 
 
 def _original_fd() -> int:
-    global _original
-    if _original is None:
-        _original = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    return _original
+    """The namespace the calling thread started in (opened once per thread)."""
+    fd: int | None = getattr(_home, "fd", None)
+    if fd is None:
+        fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        _home.fd = fd
+    return fd
 
 
 @contextlib.contextmanager
 def in_netns(fd: int) -> Iterator[None]:
-    """Run the block with the calling thread inside namespace ``fd``; always switch back.
+    """Run the block with the calling thread inside namespace ``fd``; always switch back to
+    the thread's home namespace (so blocks do not nest).
 
     Sockets created inside keep that namespace for life; ``/proc/thread-self/net`` and
     ``/proc/sys/net`` opened inside refer to it.
