@@ -570,3 +570,45 @@ def test_unknown_service_and_origin() -> None:
         expect(web_cluster(), "node-1", attrs.evolve(CIP, proto="udp"), POD1, "pod")
     with pytest.raises(ValueError, match="origin"):
         expect(web_cluster(), "node-1", CIP, POD1, "router")
+
+
+# ---------------------------------------------------------------- topology hints, caching
+
+
+def test_topology_hints_restrict_cluster_endpoints() -> None:
+    # "Topology Aware Routing": every ready endpoint hinted, one for node-1's zone -> only it
+    eps = (
+        Endpoint(("10.42.1.7",), node_name="node-1", hint_zones=("zone-a",)),
+        Endpoint(("10.42.2.3",), node_name="node-2", hint_zones=("zone-b",)),
+    )
+    c = web_cluster(endpoints=eps)
+    zoned = (
+        Node(
+            "node-1",
+            ("192.168.1.10",),
+            ("10.42.1.0/24",),
+            (("topology.kubernetes.io/zone", "zone-a"),),
+        ),
+        Node(
+            "node-2",
+            ("192.168.1.11",),
+            ("10.42.2.0/24",),
+            (("topology.kubernetes.io/zone", "zone-b"),),
+        ),
+    )
+    c = attrs.evolve(c, nodes=zoned)
+    assert expect(c, "node-1", CIP, POD1, "pod").endpoints == {EP1}
+    assert expect(c, "node-2", NP2, CLIENT, "external").endpoints == {EP2}
+    # one endpoint without hints: hints are ignored altogether
+    unhinted = attrs.evolve(c.slices[0], endpoints=(eps[0], attrs.evolve(eps[1], hint_zones=None)))
+    assert expect(attrs.evolve(c, slices=(unhinted,)), "node-1", CIP, POD1, "pod").endpoints == BOTH
+
+
+def test_results_follow_the_cluster_value_not_a_stale_cache() -> None:
+    for _ in range(20):  # fresh values, possibly at recycled addresses
+        a = web_cluster()
+        assert expect(a, "node-1", CIP, POD1, "pod").endpoints == BOTH
+        del a
+        b = web_cluster(endpoints=(Endpoint(("10.42.2.3",), node_name="node-2"),))
+        assert expect(b, "node-1", CIP, POD1, "pod").endpoints == {EP2}
+        del b
