@@ -38,6 +38,11 @@ CORE_OPTIONS = {
     "-f": "-f", "--fragment": "-f",
 }  # fmt: skip
 
+CORE_ORDER = {"-s": 0, "-d": 1, "-i": 2, "-o": 3, "-p": 4, "-f": 5}
+
+# options whose value is free text (iptables prints them with xtables_save_string)
+STRING_OPTIONS = frozenset({"--comment", "--log-prefix", "--nflog-prefix", "--helper"})
+
 # Targets that are not chains. Anything else must be a chain of the same table.
 KNOWN_TARGETS = frozenset(
     """ACCEPT DROP REJECT RETURN QUEUE NFQUEUE DNAT SNAT MASQUERADE REDIRECT NETMAP MARK
@@ -182,6 +187,9 @@ def parse_rule_args(
                 raise ValueError(f"{tok!r} needs an argument")
             core.append(Option(name, tuple(args), neg))
             continue
+        if tok in STRING_OPTIONS and len(args) > 1:
+            # kube-proxy's restore input may leave a multi-word comment unquoted
+            args = [" ".join(args)]
         opt = Option(tok, tuple(args), neg)
         if in_target:
             target_opts.append(opt)
@@ -196,7 +204,8 @@ def parse_rule_args(
         raise ValueError("'!' at the end of the rule negates nothing")
     return (
         chain,
-        tuple(core),
+        # the core options are one set (the IP header match); keep them in iptables-save's order
+        tuple(sorted(core, key=lambda o: CORE_ORDER[o.name])),
         tuple(Match(m, tuple(opts)) for m, opts in matches),
         Target(target_name, tuple(target_opts), target_goto),
         counters,
@@ -245,10 +254,11 @@ class _Parser:
         return DumpError(self.source, line, msg)
 
     def run(self, lines: Iterable[str]) -> Ruleset:
-        last = 0
+        last = 1
         for no, raw in enumerate(lines, 1):
-            last = no
             line = raw.rstrip("\r")
+            if line.strip():
+                last = no
             if len(line) > MAX_LINE:
                 raise self.err(no, f"line is {len(line):,} characters long; the limit is {MAX_LINE:,}")
             bad = next((c for c in line if (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
@@ -383,11 +393,12 @@ class _Parser:
         if self.cur is None:
             raise self.err(no, "COMMIT without a '*table' header")
         table = self.cur
-        for name in BUILTIN_CHAINS[table]:
-            if name not in self.chain_decl and self.rules.get(name) is None:
-                pass  # iptables-save always lists them; restore input may omit them
         chains = []
-        for name, (policy, line, counters) in self.chain_decl.items():
+        builtin = BUILTIN_CHAINS[table]
+        # canonical order: built-in chains in kernel order, then user chains as declared
+        names = sorted(self.chain_decl, key=lambda n: (0, builtin.index(n)) if n in builtin else (1, 0))
+        for name in names:
+            policy, line, counters = self.chain_decl[name]
             chains.append(Chain(name, policy, tuple(self.rules[name]), line, counters))
         # Every jump must name a chain of this table or a known target.
         declared = set(self.chain_decl)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 
+from nat_verify.netfilter.parse import STRING_OPTIONS
 from nat_verify.netfilter.ruleset import BUILTIN_CHAINS, Option, Rule, Ruleset
 
-_CORE_ORDER = {"-s": 0, "-d": 1, "-i": 2, "-o": 3, "-p": 4, "-f": 5}
 _PLAIN = re.compile(r"^[A-Za-z0-9_\-]+$")
 _SAFE = re.compile(r'^[^\s"\\]+$')
 # options whose value iptables-save prints with xtables_save_string (quoted unless plain)
-_STRING_OPTIONS = frozenset({"--comment", "--log-prefix", "--nflog-prefix", "--helper"})
+_STRING_OPTIONS = STRING_OPTIONS
 
 
 def quote(arg: str, *, string_option: bool = False) -> str:
@@ -39,8 +39,7 @@ def _option(o: Option) -> str:
 
 def render_rule(rule: Rule) -> str:
     out = [f"-A {rule.chain}"]
-    for o in sorted(rule.core, key=lambda o: _CORE_ORDER.get(o.name, 9)):
-        out.append(_option(o))
+    out.extend(_option(o) for o in rule.core)
     for m in rule.matches:
         out.append(f"-m {m.module}")
         out.extend(_option(o) for o in m.options)
