@@ -7,6 +7,9 @@ detector and is written ``""`` in the model.
 
 from __future__ import annotations
 
+import attrs
+
+from nat_verify.kube.annotations import apply_annotations
 from nat_verify.kube.documents import RawObject
 from nat_verify.kube.fields import Fields, ip_family
 from nat_verify.model.cluster import ProxyConfig, SourceRef
@@ -30,7 +33,7 @@ def read_proxy_config(obj: RawObject) -> ProxyConfig:
     if mode == "ClusterCIDR" and not cidrs:
         mode = ""
     ipt = f.mapping_or_empty("iptables")
-    return ProxyConfig(
+    cfg = ProxyConfig(
         cluster_cidrs=cidrs,
         detect_local_mode=mode,
         bridge_interface=bridge,
@@ -42,6 +45,14 @@ def read_proxy_config(obj: RawObject) -> ProxyConfig:
         localhost_node_ports=ipt.boolean("localhostNodePorts", True),
         source=SourceRef(obj.file, obj.line),
     )
+    gates = obj.data.get("featureGates") or {}
+    if isinstance(gates, dict) and "ProxyTerminatingEndpoints" in gates:
+        cfg = attrs.evolve(cfg, terminating_fallback=bool(gates["ProxyTerminatingEndpoints"]))
+    meta = obj.data.get("metadata") or {}
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict):
+        cfg = apply_annotations(cfg, {str(k): str(v) for k, v in annotations.items()})
+    return cfg
 
 
 def _cluster_cidrs(f: Fields) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ Semantics notes (all from upstream ``proxier.go`` / ``topology.go``)
   total number of endpoints of all service ports exceeds it.
 """
 
-from nat_verify.kubeproxy.annotations import apply_annotations
+from nat_verify.kube.annotations import apply_annotations
 from nat_verify.kubeproxy.canonical import canonical_order
 from nat_verify.kubeproxy.compiler import compile_node
 from nat_verify.kubeproxy.errors import CompileError

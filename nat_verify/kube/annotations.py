@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from nat_verify.kubeproxy.errors import CompileError
+from nat_verify.kube.errors import KubeInputError
 from nat_verify.model.cluster import ProxyConfig
 
 PREFIX = "nat-verify.io/"
@@ -47,7 +47,7 @@ _BOOLS = {
 def apply_annotations(cfg: ProxyConfig, annotations: Mapping[str, str]) -> ProxyConfig:
     """``cfg`` with the ``nat-verify.io/*`` annotations applied; others are ignored.
 
-    Raises ``CompileError`` (with ``cfg.source``) for an unknown ``nat-verify.io/`` key or a
+    Raises ``KubeInputError`` (at ``cfg.source``) for an unknown ``nat-verify.io/`` key or a
     bad value, so a typo cannot silently change the output.
     """
     changes: dict[str, Any] = {}
@@ -57,24 +57,24 @@ def apply_annotations(cfg: ProxyConfig, annotations: Mapping[str, str]) -> Proxy
         value = str(raw).strip()
         if key in _BOOLS:
             if value.lower() not in ("true", "false"):
-                raise CompileError(
-                    f'annotation {key}: expected "true" or "false", received {raw!r}', cfg.source
+                raise KubeInputError(
+                    cfg.source.file, cfg.source.line, f'annotation {key}: expected "true" or "false", received {raw!r}'
                 )
             changes[_BOOLS[key]] = value.lower() == "true"
         elif key == MARK_SPELLING:
             if value not in ("kube-proxy", "test"):
-                raise CompileError(
-                    f"annotation {key}: expected kube-proxy or test, received {raw!r}", cfg.source
+                raise KubeInputError(
+                    cfg.source.file, cfg.source.line, f"annotation {key}: expected kube-proxy or test, received {raw!r}"
                 )
             changes["mark_spelling"] = value
         elif key == LARGE_CLUSTER_THRESHOLD:
             try:
                 changes["large_cluster_threshold"] = int(value)
             except ValueError:
-                raise CompileError(
-                    f"annotation {key}: expected an integer, received {raw!r}", cfg.source
+                raise KubeInputError(
+                    cfg.source.file, cfg.source.line, f"annotation {key}: expected an integer, received {raw!r}"
                 ) from None
         else:
             known = ", ".join(sorted([MARK_SPELLING, LARGE_CLUSTER_THRESHOLD, *_BOOLS]))
-            raise CompileError(f"unknown annotation {key} (known: {known})", cfg.source)
+            raise KubeInputError(cfg.source.file, cfg.source.line, f"unknown annotation {key} (known: {known})")
     return attrs.evolve(cfg, **changes) if changes else cfg
