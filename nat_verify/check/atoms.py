@@ -1,0 +1,218 @@
+"""Exhaustive source enumeration: every packet to one destination, one per equivalence class.
+
+Why this is a proof and not a sample
+------------------------------------
+For a fixed destination (address, port, protocol) the only packet fields left free are the
+source address, the source port and where the packet enters. The interpreter and the intent
+look at the source address only through a finite set of constants: the CIDRs of ``-s`` and
+``iprange``/``ipset`` matches in the rules the packet can reach, and the addresses intent
+distinguishes (node addresses, loopback, pod networks, endpoint IPs, loadBalancerSourceRanges,
+LB IPs). Those constants cut the address space into intervals ("atoms"); two sources inside
+one atom satisfy exactly the same matches and get the same expectation, so checking one
+representative per atom checks them all. The same holds for source ports (``--sport``
+constants) and the origin, which follows from the address (a node address is the host, this
+node's pod CIDR is a pod, anything else arrives from outside).
+
+The constants are collected over-approximately: every ``-s`` in every chain reachable from
+the nat PREROUTING/OUTPUT hooks by rules whose destination, port and protocol matches could
+match the destination, plus every ``-s`` in every other table and in nat POSTROUTING/INPUT
+(those run after DNAT, when the destination has changed). More constants only make more atoms.
+A rule the model cannot evaluate still makes the result inconclusive (the interpreter says so).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from nat_verify.model.cluster import IPAddress, IPNetwork
+from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.interpreter import Interpreter
+from nat_verify.netfilter.ruleset import Rule
+
+SPORT_DEFAULT = 40000
+
+
+def _nets_of_option(value: str) -> list[IPNetwork]:
+    out = []
+    for part in value.split(","):
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            continue
+    return out
+
+
+def _src_constants(rule: Rule) -> list[IPNetwork]:
+    out: list[IPNetwork] = []
+    s = rule.core_option("-s")
+    if s is not None:
+        out.extend(_nets_of_option(s.value))
+    for m in rule.matches:
+        if m.module == "iprange":
+            o = m.get("--src-range")
+            if o is not None:
+                lo, _, hi = o.value.partition("-")
+                try:
+                    out.extend(ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo)))  # type: ignore[arg-type]
+                except (ValueError, TypeError):
+                    continue
+        if m.module == "conntrack":
+            o = m.get("--ctorigsrc")
+            if o is not None:
+                out.extend(_nets_of_option(o.value))
+    return out
+
+
+def _sport_constants(rule: Rule) -> list[int]:
+    out = []
+    for m in rule.matches:
+        for o in m.options:
+            if o.name in ("--sport", "--source-port", "--sports", "--source-ports", "--ports"):
+                for part in o.value.split(","):
+                    lo, sep, hi = part.partition(":")
+                    try:
+                        a = int(lo) if lo else 0
+                        b = int(hi) if (sep and hi) else (65535 if sep else a)
+                    except ValueError:
+                        continue
+                    out.extend([a, b + 1])
+    return out
+
+
+def _may_match_dst(rule: Rule, dst: IPAddress, dport: int, proto: str) -> bool:
+    d = rule.core_option("-d")
+    if d is not None:
+        inside = any(dst in n for n in _nets_of_option(d.value) if n.version == dst.version)
+        if inside == d.negated:
+            return False
+    p = rule.core_option("-p")
+    if p is not None and not p.negated and p.value.lower() not in (proto, "all"):
+        return False
+    for m in rule.matches:
+        if m.module in ("tcp", "udp", "sctp"):
+            if m.module != proto:
+                return False
+            o = m.get("--dport") or m.get("--destination-port")
+            if o is not None and not o.negated and ":" not in o.value and o.value.isdigit() and int(o.value) != dport:
+                return False
+    return True
+
+
+class SourceSpace:
+    """Precomputed constants of one ruleset; ``classes(dst, ...)`` gives the atoms for one destination."""
+
+    def __init__(self, interp: Interpreter) -> None:
+        self.interp = interp
+        self.global_src: set[IPNetwork] = set()
+        self.global_sport: set[int] = set()
+        pre = {("nat", "PREROUTING"), ("nat", "OUTPUT")}
+        pre_reachable = self._reachable(pre, None)
+        for (table, chain), ch in interp.chains.items():
+            if (table, chain) in pre_reachable and table == "nat":
+                continue
+            for cr in ch.rules:
+                self.global_src.update(_src_constants(cr.rule))
+                self.global_sport.update(_sport_constants(cr.rule))
+
+    def _reachable(
+        self, roots: set[tuple[str, str]], dst: tuple[IPAddress, int, str] | None
+    ) -> set[tuple[str, str]]:
+        seen: set[tuple[str, str]] = set()
+        todo = [r for r in roots if r in self.interp.chains]
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            ch = self.interp.chains[key]
+            positions = range(len(ch.rules)) if dst is None else (ch.candidates(dst[0]) or range(len(ch.rules)))
+            for i in positions:
+                r = ch.rules[i].rule
+                if dst is not None and not _may_match_dst(r, *dst):
+                    continue
+                nxt = (key[0], r.target.name)
+                if nxt in self.interp.chains and nxt not in seen:
+                    todo.append(nxt)
+        return seen
+
+    def constants(self, dst: IPAddress, dport: int, proto: str) -> tuple[set[IPNetwork], set[int]]:
+        src = set(self.global_src)
+        sport = set(self.global_sport)
+        for key in self._reachable({("nat", "PREROUTING"), ("nat", "OUTPUT")}, (dst, dport, proto)):
+            if key[0] != "nat":
+                continue
+            ch = self.interp.chains[key]
+            positions = ch.candidates(dst) or range(len(ch.rules))
+            for i in positions:
+                r = ch.rules[i].rule
+                if _may_match_dst(r, dst, dport, proto):
+                    src.update(_src_constants(r))
+                    sport.update(_sport_constants(r))
+        return src, sport
+
+    def classes(
+        self,
+        ctx: NodeContext,
+        dst: IPAddress,
+        dport: int,
+        proto: str,
+        extra: Iterable[IPNetwork | IPAddress],
+        preferred: Iterable[IPAddress] = (),
+    ) -> list[tuple[IPAddress, int, str]]:
+        """One (source, source port, origin) per equivalence class of packets to ``dst``."""
+        src_consts, sport_consts = self.constants(dst, dport, proto)
+        fam = dst.version
+        nets: set[IPNetwork] = {n for n in src_consts if n.version == fam}
+        for e in extra:
+            n = e if isinstance(e, ipaddress.IPv4Network | ipaddress.IPv6Network) else ipaddress.ip_network(e)
+            if n.version == fam:
+                nets.add(n)
+        nets.update(n for n in ctx.pod_cidrs if n.version == fam)
+        nets.update(n for n in ctx.local_pod_cidrs if n.version == fam)
+        nets.update(ipaddress.ip_network(a) for a in ctx.addresses if a.version == fam)
+        nets.add(ctx.loopback)
+        if fam == 4:
+            nets.update({ipaddress.ip_network("224.0.0.0/4"), ipaddress.ip_network("255.255.255.255/32")})
+        else:
+            nets.add(ipaddress.ip_network("ff00::/8"))
+        top = 1 << (32 if fam == 4 else 128)
+        bounds = {0, top}
+        for n in nets:
+            bounds.add(int(n.network_address))
+            bounds.add(int(n.broadcast_address) + 1)
+        edges = sorted(b for b in bounds if b <= top)
+        sports = sorted({0, 65536, *[p for p in sport_consts if 0 <= p <= 65536]})
+        # one port per interval the --sport constants cut out (port 0 is not a valid source)
+        sport_reps = sorted({max(1, p) for p in sports[:-1]}) if sport_consts else [SPORT_DEFAULT]
+        out: list[tuple[IPAddress, int, str]] = []
+        to_ip = ipaddress.IPv4Address if fam == 4 else ipaddress.IPv6Address
+        dst_is_loopback = dst in ctx.loopback
+        liked = sorted(int(a) for a in preferred if a.version == fam)
+        for lo, hi in zip(edges, edges[1:], strict=False):
+            # any member stands for its atom; show a readable one (a preferred address, or not
+            # the network address) in counterexamples
+            pick = next((a for a in liked if lo <= a < hi), None)
+            rep: IPAddress = to_ip(pick if pick is not None else (lo + 1 if hi - lo > 2 else lo))
+            if rep in ctx.loopback:
+                if not dst_is_loopback:
+                    continue  # only loopback destinations are reached from loopback sources
+                rep = to_ip(int(ctx.loopback.network_address) + 1)
+                origin = "host"
+            elif ctx.is_local(rep):
+                if dst_is_loopback:
+                    continue
+                origin = "host"
+            elif any(rep in n for n in ctx.local_pod_cidrs):
+                origin = "pod"
+            else:
+                if rep.is_unspecified:
+                    rep = to_ip(lo + 1) if lo + 1 < hi else rep
+                origin = "external"
+            if dst_is_loopback and origin != "host":
+                continue  # a loopback destination is reached only from the node itself
+            if origin != "host" and (rep.is_multicast or (fam == 4 and int(rep) == 0xFFFFFFFF) or rep.is_unspecified):
+                continue  # not a valid unicast source: the kernel drops such packets as martians
+            for sp in sport_reps:
+                out.append((rep, sp, origin))
+        return out
