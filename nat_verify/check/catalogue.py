@@ -1,0 +1,465 @@
+"""The invariant catalogue: NV001-NV015, each a small object with a stable ID.
+
+Each invariant says which Kubernetes rule it stands for (with the upstream document or KEP),
+which packet classes it covers, and how it judges one packet: ``check(case)`` compares the
+intent's ``Expectation`` with the interpreter's outcome distribution and yields the
+violations it owns. Ownership is exclusive: a difference is reported by the most specific
+invariant that names it (see each docstring), so a planted bug is caught under one ID.
+
+NV011 (two connections), NV014 (structure) and NV015 (drift) are not per-packet: their checks
+live in ``runner``, ``structure`` and ``drift``; their entries here document them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import ClassVar
+
+import attrs
+
+from nat_verify.intent import Destination, Expectation
+from nat_verify.intent.endpoints import EndpointInfo
+from nat_verify.model.outcome import Outcome, Trace
+from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.interpreter import returns_through_node
+from nat_verify.netfilter.saveform import P31
+
+ALL_CLASSES = ("cluster-ip", "node-port", "localhost-node-port", "external-ip", "lb-ip")
+EXTERNAL = ("node-port", "localhost-node-port", "external-ip", "lb-ip")
+
+
+@attrs.frozen
+class Violation:
+    invariant: str
+    message: str
+    expected: str
+    actual: str
+    outcome: Outcome | None = None
+    severity: str = "error"
+
+
+def describe(o: Outcome) -> str:
+    if o.verdict == "inconclusive":
+        return f"inconclusive ({o.reason})"
+    head = {"reject": f"REJECT ({o.reject_with})", "drop": "DROP"}.get(o.verdict, "")
+    if not head:
+        head = f"DNAT {o.destination}" if o.dnat else f"{o.verdict} un-NATed to {o.destination}"
+        head += ", masqueraded" if o.masquerade else ", client IP kept"
+    return head + ("" if o.probability == 1 else f" (p={o.probability})")
+
+
+def describe_expectation(exp: Expectation) -> str:
+    if exp.kind == "dnat":
+        eps = ", ".join(f"[{ip}]:{p}" if ":" in ip else f"{ip}:{p}" for ip, p in sorted(exp.endpoints))
+        m = {True: "masqueraded", False: "client IP kept", None: "masquerade either way"}[exp.masquerade]
+        return f"DNAT to one of {{{eps}}} (each 1/{len(exp.endpoints)}), {m}"
+    return {"reject": "REJECT (icmp port unreachable)", "drop": "DROP", "unmanaged": "no promise"}[exp.kind]
+
+
+@attrs.frozen
+class Case:
+    """One packet: where it goes, what Kubernetes allows, what the rules do."""
+
+    dest: Destination
+    src: str
+    origin: str
+    exp: Expectation
+    trace: Trace
+    endpoints: tuple[EndpointInfo, ...]
+    ctx: NodeContext
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return [o for o in self.trace.outcomes if o.verdict != "inconclusive"]
+
+    @property
+    def want(self) -> str:
+        return describe_expectation(self.exp)
+
+    def endpoint(self, o: Outcome) -> EndpointInfo | None:
+        for e in self.endpoints:
+            if e.ip == str(o.dst) and e.port == o.dport:
+                return e
+        return None
+
+    def reached(self, o: Outcome) -> bool:
+        return o.dnat and o.verdict in ("forward", "accept")
+
+    def allowed(self, o: Outcome) -> bool:
+        return self.reached(o) and (str(o.dst), o.dport) in self.exp.endpoints
+
+    def local_policy(self) -> str:
+        """"NV006"/"NV005" when a Local traffic policy governs this case, else ""."""
+        if "NV006" in self.exp.invariants:
+            return "NV006"
+        if self.dest.external and "NV005" in self.exp.invariants:
+            return "NV005"
+        return ""
+
+    def violation(self, inv: str, message: str, o: Outcome | None, severity: str = "error") -> Violation:
+        return Violation(inv, f"{self.dest}: {message}", self.want, describe(o) if o else "", o, severity)
+
+
+class Invariant:
+    id: ClassVar[str]
+    title: ClassVar[str]
+    reference: ClassVar[str]
+    classes: ClassVar[tuple[str, ...]] = ALL_CLASSES
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        return iter(())
+
+    def applies(self, case: Case) -> bool:
+        return case.dest.address_class in self.classes
+
+
+class _Reach(Invariant):
+    """Shared by NV001/NV002: the packet reaches a usable endpoint of *this* Service port."""
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if case.exp.kind != "dnat" or not self.applies(case) or case.local_policy():
+            # under a Local policy NV005/NV006 own "not reached" and "reached a remote endpoint"
+            yield from self._wrong_endpoints(case)
+            return
+        for o in case.outcomes:
+            if not case.reached(o):
+                yield case.violation(self.id, f"should reach an endpoint, but the packet is {describe(o)}", o)
+        yield from self._wrong_endpoints(case)
+
+    def _wrong_endpoints(self, case: Case) -> Iterator[Violation]:
+        if case.exp.kind != "dnat" or not self.applies(case):
+            return
+        for o in case.outcomes:
+            if not case.reached(o) or case.allowed(o):
+                continue
+            e = case.endpoint(o)
+            if e is not None and e.terminating and e.serving:
+                continue  # NV013
+            if e is not None and e.ready and not e.local and case.local_policy():
+                continue  # NV005 / NV006
+            why = "an endpoint that is not ready" if (e is not None and not e.serving) else (
+                "an address that is no usable endpoint of this Service port (wrong pod or port)")
+            yield case.violation(self.id, f"is DNATed to {o.destination}, {why}", o)
+
+
+class NV001(_Reach):
+    """ClusterIP traffic goes to a usable endpoint of the Service, on its targetPort.
+
+    "Virtual IPs and Service Proxies": a connection to a Service's ClusterIP:port is redirected
+    to one of the Service's endpoints (the EndpointSlice addresses whose ``ready`` condition is
+    true), on the endpoint's port (the resolved ``targetPort``). Never to another pod, never
+    to a not-ready one, never left un-NATed.
+    https://kubernetes.io/docs/reference/networking/virtual-ips/
+    """
+
+    id, title = "NV001", "ClusterIP traffic is DNATed to a usable endpoint"
+    reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/"
+    classes = ("cluster-ip",)
+
+
+class NV002(_Reach):
+    """NodePort, externalIP and LoadBalancer traffic goes to a usable endpoint.
+
+    The Service docs: a NodePort is open on every node address (``nodePortAddresses`` narrow it;
+    iptables mode also serves 127.0.0.1 when ``localhostNodePorts``), externalIPs and
+    ``status.loadBalancer.ingress`` IPs lead to the same endpoints as the ClusterIP.
+    https://kubernetes.io/docs/concepts/services-networking/service/#type-nodeport
+    """
+
+    id, title = "NV002", "NodePort, externalIP and LoadBalancer traffic is DNATed to a usable endpoint"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service/#type-nodeport"
+    classes = EXTERNAL
+
+
+class NV003(Invariant):
+    """A Service without usable endpoints rejects connections (ICMP port unreachable).
+
+    kube-proxy's contract since kubernetes issue 17359: clients must fail fast rather than hang,
+    on every address of the Service and from every origin (issue 60124: pods, FORWARD path).
+    """
+
+    id, title = "NV003", "A Service without usable endpoints is rejected"
+    reference = "https://github.com/kubernetes/kubernetes/issues/17359"
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if case.exp.kind != "reject":
+            return
+        for o in case.outcomes:
+            if o.verdict != "reject":
+                yield case.violation(self.id, f"has no usable endpoint and must be rejected, but the packet is {describe(o)}", o)
+                return
+
+
+class NV004(Invariant):
+    """externalTrafficPolicy=Cluster: external traffic is masqueraded (the client IP is lost).
+
+    Service docs ("externalTrafficPolicy: Cluster ... obscures the client source IP"); the
+    node may forward to an endpoint on another node, so the source must be the node's for the
+    reply to come back. https://kubernetes.io/docs/tutorials/services/source-ip/
+    """
+
+    id, title = "NV004", "externalTrafficPolicy=Cluster masquerades external traffic"
+    reference = "https://kubernetes.io/docs/tutorials/services/source-ip/"
+    classes = EXTERNAL
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if self.applies(case) and "NV005" not in case.exp.invariants:
+            yield from _masquerade(case, self.id)
+
+
+class NV005(Invariant):
+    """externalTrafficPolicy=Local: client IP kept, local endpoints only, none -> DROP; pods and
+    the host are short-circuited to the cluster-wide endpoints.
+
+    Service docs ("Local preserves the client source IP and avoids a second hop"); the
+    short-circuit for in-cluster sources: kubernetes PR 77523 (issue 66354), kept after PR 99317.
+    https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
+    """
+
+    id, title = "NV005", "externalTrafficPolicy=Local keeps the client IP and uses local endpoints only"
+    reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy"
+    classes = EXTERNAL
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if not self.applies(case) or "NV005" not in case.exp.invariants:
+            return
+        if case.exp.kind == "drop":
+            if "NV012" not in case.exp.invariants and "NV006" not in case.exp.invariants:
+                yield from _must_drop(case, self.id)
+            return
+        if case.exp.kind == "dnat":
+            yield from _local_policy_reach(case, self.id)
+            yield from _masquerade(case, self.id)
+
+
+class NV006(Invariant):
+    """internalTrafficPolicy=Local: ClusterIP traffic only to this node's endpoints; none -> DROP.
+
+    KEP-2086, "Service Internal Traffic Policy".
+    https://kubernetes.io/docs/concepts/services-networking/service-traffic-policy/
+    """
+
+    id, title = "NV006", "internalTrafficPolicy=Local uses local endpoints only"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service-traffic-policy/"
+    classes = ("cluster-ip",)
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if not self.applies(case) or "NV006" not in case.exp.invariants:
+            return
+        if case.exp.kind == "drop":
+            yield from _must_drop(case, self.id)
+        elif case.exp.kind == "dnat":
+            yield from _local_policy_reach(case, self.id)
+
+
+class NV007(Invariant):
+    """Every allowed endpoint is chosen with probability 1/n.
+
+    kube-proxy's statistic cascade (probability 1/(n-i) at step i) gives each endpoint 1/n in
+    exact arithmetic; the kernel stores round(p * 2^31), so each step may be off by 2^-32. The
+    check allows n * 2^-31 in total and nothing more: 5-decimal probabilities (issue 34321) fail.
+    """
+
+    id, title = "NV007", "Every endpoint is chosen with probability 1/n"
+    reference = "https://github.com/kubernetes/kubernetes/pull/83599"
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        exp = case.exp
+        if exp.kind != "dnat" or not exp.endpoints:
+            return
+        if len(case.outcomes) != len(case.trace.outcomes) or not all(case.allowed(o) for o in case.outcomes):
+            return  # a wrong outcome is reported by its own invariant; shares are then moot
+        shares: dict[tuple[str, int], Fraction] = defaultdict(Fraction)
+        for o in case.outcomes:
+            shares[(str(o.dst), o.dport)] += o.probability
+        n = len(exp.endpoints)
+        tol = Fraction(n, P31)
+        missing = sorted(k for k in exp.endpoints if k not in shares)
+        skew = sorted((k, p) for k, p in shares.items() if abs(p - exp.share) > tol)
+        if missing or skew:
+            parts = [f"{k[0]}:{k[1]} is never chosen" for k in missing]
+            parts += [f"{k[0]}:{k[1]} gets {float(p):.6f}" for k, p in skew]
+            actual = "; ".join(f"{k[0]}:{k[1]} p={v}" for k, v in sorted(shares.items()))
+            yield Violation(self.id, f"{case.dest}: endpoints are not chosen uniformly (1/{n} each): " + ", ".join(parts), case.want, actual)
+
+
+class NV008(Invariant):
+    """Hairpin: a pod reaching itself through its Service is masqueraded.
+
+    Kubernetes issue 20475: without SNAT the pod answers itself directly and the reply never
+    meets the conntrack entry that would un-DNAT it.
+    """
+
+    id, title = "NV008", "Hairpin traffic is masqueraded"
+    reference = "https://github.com/kubernetes/kubernetes/issues/20475"
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        yield from _masquerade(case, self.id, hairpin=True)
+
+
+class NV009(Invariant):
+    """ClusterIP traffic from outside the cluster is masqueraded (all of it with masqueradeAll).
+
+    "Using Source IP": packets to a ClusterIP from within the cluster are never source NAT'd;
+    "within" is what the configured local-traffic detector (``detectLocalMode``) says.
+    https://kubernetes.io/docs/tutorials/services/source-ip/#source-ip-for-services-with-type-clusterip
+    """
+
+    id, title = "NV009", "ClusterIP traffic from outside the cluster is masqueraded"
+    reference = "https://kubernetes.io/docs/tutorials/services/source-ip/"
+    classes = ("cluster-ip",)
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if self.applies(case):
+            yield from _masquerade(case, self.id)
+
+
+class NV010(Invariant):
+    """Return path: a DNAT to another node's endpoint from an off-node client is masqueraded.
+
+    Otherwise the endpoint answers the client directly, with its own address, and the client
+    drops the reply (kubernetes issue 44916). Reported as a warning where the configuration
+    itself chose so (no local-traffic detector, Local policy semantics).
+    """
+
+    id, title = "NV010", "DNAT to another node from an off-node client is masqueraded"
+    reference = "https://github.com/kubernetes/kubernetes/issues/44916"
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if case.exp.kind != "dnat":
+            return
+        warn = any("NV010" in w for w in case.exp.warnings)
+        src = case.trace.packet.src
+        if case.dest.address_class == "cluster-ip" and case.origin == "external" and case.ctx.in_pod_network(src):
+            # a pod on another node sends ClusterIP traffic through its own node's rules, not ours
+            return
+        for o in case.outcomes:
+            if not case.allowed(o) or _masq_mismatch(case, o) is not None:
+                continue
+            if not returns_through_node(case.trace.packet, o, case.ctx):
+                yield case.violation(
+                    self.id,
+                    f"the reply from {o.dst} to off-node client {case.src} bypasses this node's conntrack "
+                    "(DNAT to another node without masquerade)",
+                    o, "warning" if warn else "error",
+                )  # fmt: skip
+
+
+class NV011(Invariant):
+    """sessionAffinity=ClientIP: a client keeps its endpoint within the timeout.
+
+    Service docs, "Session stickiness". Checked over two connections in ``runner``.
+    """
+
+    id, title = "NV011", "sessionAffinity=ClientIP keeps a client on its endpoint"
+    reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/#session-affinity"
+
+
+class NV012(Invariant):
+    """loadBalancerSourceRanges: LB-IP traffic from other sources is dropped.
+
+    Service docs: "restrict traffic through the cloud-provider load-balancer ... to the
+    specified client IPs". NodePorts are not covered (issue 33586, by design).
+    """
+
+    id, title = "NV012", "Traffic from outside loadBalancerSourceRanges is dropped"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service/#loadbalancer"
+    classes = ("lb-ip",)
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if self.applies(case) and case.exp.kind == "drop" and "NV012" in case.exp.invariants:
+            yield from _must_drop(case, self.id)
+
+
+class NV013(Invariant):
+    """Terminating endpoints are used only when no ready endpoint exists (serving ones only).
+
+    KEP-1669 (ProxyTerminatingEndpoints, GA 1.28).
+    https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/1669-proxy-terminating-endpoints
+    """
+
+    id, title = "NV013", "Terminating endpoints are used only when no ready endpoint exists"
+    reference = "https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/1669-proxy-terminating-endpoints"
+
+    def check(self, case: Case) -> Iterator[Violation]:
+        if case.exp.kind != "dnat":
+            return
+        for o in case.outcomes:
+            if case.reached(o) and not case.allowed(o):
+                e = case.endpoint(o)
+                if e is not None and e.terminating and e.serving:
+                    yield case.violation(self.id, f"is DNATed to {o.destination}, a terminating endpoint, while ready endpoints exist", o)
+
+
+class NV014(Invariant):
+    """Structure: no orphaned KUBE chain, no unreachable rule, the masquerade mark set with a mask
+    and cleared before MASQUERADE (issues 19983, 78948), MASQUERADE --random-fully (76699), the
+    CVE-2020-8558 martian DROP with localhost NodePorts. Checked in ``structure`` and ``runner``."""
+
+    id, title = "NV014", "The ruleset is well-formed"
+    reference = "https://github.com/kubernetes/kubernetes/issues/78948"
+
+
+class NV015(Invariant):
+    """Drift: the dump's Services and endpoints match the cluster state (``drift``)."""
+
+    id, title = "NV015", "The dump matches the cluster state"
+    reference = "https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/3453-minimize-iptables-restore"
+
+
+def _must_drop(case: Case, inv: str) -> Iterator[Violation]:
+    for o in case.outcomes:
+        if o.verdict != "drop":
+            yield case.violation(inv, f"must be dropped, but the packet is {describe(o)}", o)
+            return
+
+
+def _local_policy_reach(case: Case, inv: str) -> Iterator[Violation]:
+    if case.local_policy() != inv:
+        return
+    for o in case.outcomes:
+        if not case.reached(o):
+            yield case.violation(inv, f"should reach an endpoint, but the packet is {describe(o)}", o)
+        elif not case.allowed(o):
+            e = case.endpoint(o)
+            if e is not None and e.ready and not e.local:
+                yield case.violation(inv, f"is DNATed to {o.destination}, an endpoint on another node, under a Local traffic policy", o)
+
+
+def _masq_mismatch(case: Case, o: Outcome) -> str | None:
+    """The invariant a masquerade difference on this outcome belongs to, or None."""
+    if not case.allowed(o):
+        return None
+    key = (str(o.dst), o.dport)
+    need = case.exp.masquerade_required(key)
+    if need is None or o.masquerade == need:
+        return None
+    if key[0] == case.src:
+        return "NV008"
+    if case.dest.external:
+        return "NV005" if "NV005" in case.exp.invariants else "NV004"
+    return "NV009"
+
+
+def _masquerade(case: Case, inv: str, hairpin: bool = False) -> Iterator[Violation]:
+    if case.exp.kind != "dnat":
+        return
+    for o in case.outcomes:
+        if _masq_mismatch(case, o) != inv:
+            continue
+        need = case.exp.masquerade_required((str(o.dst), o.dport))
+        word = "must be masqueraded" if need else "must keep the client IP"
+        yield case.violation(inv, f"from {case.origin} {case.src} to endpoint {o.dst} {word}, but is {describe(o)}", o)
+
+
+CATALOGUE: tuple[Invariant, ...] = (
+    NV001(), NV002(), NV003(), NV004(), NV005(), NV006(), NV007(), NV008(), NV009(), NV010(),
+    NV011(), NV012(), NV013(), NV014(), NV015(),
+)  # fmt: skip
+BY_ID = {i.id: i for i in CATALOGUE}
+
+
+def check_case(case: Case) -> list[Violation]:
+    return [v for inv in CATALOGUE for v in inv.check(case)]
