@@ -258,6 +258,9 @@ class TopologySpec:
     node2_ip: str = "198.18.1.2"
     node_link_ip: str = "198.18.1.1"
     family: int = 4
+    # Pod N's veth on the node is ``f"{pod_iface_prefix}{N}"``: a ruleset that tells pod
+    # traffic by interface (``-i veth+``, ``-i cni0``) sees the names it expects.
+    pod_iface_prefix: str = "vp"
 
     def __attrs_post_init__(self) -> None:
         if self.family != 4:
@@ -266,6 +269,11 @@ class TopologySpec:
             raise ValueError("TopologySpec needs at least one node IP")
         if not self.external_clients:
             raise ValueError("TopologySpec needs at least one external client address")
+        # IFNAMSIZ is 16 with the NUL: room for the index digits
+        if not self.pod_iface_prefix.isalnum() or len(self.pod_iface_prefix) > 11:
+            raise ValueError(f"bad pod interface prefix {self.pod_iface_prefix!r}")
+        if self.pod_iface_prefix in ("ext", "n"):
+            raise ValueError(f"pod interface prefix {self.pod_iface_prefix!r} clashes with ext0/n2")
         for a in (*self.node_ips, *self.pods, *self.external_clients):
             if ipaddress.ip_address(a).version != 4:
                 raise ValueError(f"IPv6 address {a} in an IPv4 topology")
@@ -350,11 +358,12 @@ class Topology:
         node.append(f"route add default via {spec.node2_ip} dev n2")
         cmd = ["ip", "-batch", "-"]
         for i, (pod, fd) in enumerate(self.pods.items()):
+            vp = f"{spec.pod_iface_prefix}{i}"
             node += [
-                f"link add vp{i} type veth peer name eth0 netns {fd_path(fd)}",
-                f"addr add {gw}/32 dev vp{i}",
-                f"link set vp{i} up",
-                f"route add {pod}/32 dev vp{i} scope link src {gw}",
+                f"link add {vp} type veth peer name eth0 netns {fd_path(fd)}",
+                f"addr add {gw}/32 dev {vp}",
+                f"link set {vp} up",
+                f"route add {pod}/32 dev {vp} scope link src {gw}",
             ]
         # The node's batch creates every veth (moving the peer ends into their namespaces);
         # the extra node jobs run alongside it.

@@ -71,6 +71,9 @@ class KernelResult:
     sport: int = 0
     dst: str = ""
     dport: int = 0
+    # The new source port when the source was rewritten (0 otherwise). Informative only:
+    # MASQUERADE --random-fully picks it at random.
+    snat_port: int = 0
 
     @property
     def destination(self) -> tuple[str, int] | None:
@@ -99,7 +102,12 @@ def classify(
         snat = r.dst if r.dst != o.src else None
         final_dst = r.src
         local = final_dst in node_local or final_dst.startswith("127.")
-        return result("accept" if local else "forward", dnat=dnat, snat_ip=snat)
+        return result(
+            "accept" if local else "forward",
+            dnat=dnat,
+            snat_ip=snat,
+            snat_port=r.dport if snat is not None else 0,
+        )
     if ev.icmp is not None:
         name = REJECT_WITH.get(ev.icmp, f"icmp-{ev.icmp[0]}-{ev.icmp[1]}")
         return result("reject", icmp=ev.icmp, reject_with=name)
@@ -163,6 +171,13 @@ class KernelOracle:
         assert self._prober is not None
         self._prober.flush()
         loader.clear_recent(self.topology.node)
+
+    def expect_local_ports(self, proto: str, ports: set[int]) -> None:
+        """Ports a DNAT may send the node's own packets to on the node itself (e.g. a
+        hostNetwork endpoint): host probes listen on them to tell delivery from REJECT."""
+        if self._prober is None:
+            raise RuntimeError("KernelOracle used outside its `with` block")
+        self._prober.local_ports.setdefault(proto, set()).update(ports)
 
     def probe(
         self,

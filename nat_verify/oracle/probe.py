@@ -217,6 +217,10 @@ class Prober:
         # (proto, src, sport) -> ICMP (type, code), or None for a TCP RST, seen by the sniffer
         self._replies: dict[tuple[str, str, int], tuple[int, int] | None] = {}
         self._next_port = SPORT_FIRST
+        # Ports (by protocol) that DNAT may send a host's packet to on the node itself; a
+        # host probe to a node address listens on them too (see ``_host_local``).
+        self.local_ports: dict[str, set[int]] = {}
+        self._host_listeners: dict[int, socket.socket] = {}
         spec = topo.spec
         self._ext_local = frozenset(spec.external_clients)
         self._node_local = spec.node_local()
@@ -304,8 +308,12 @@ class Prober:
         self, ns: int, src: str, dst: str, sport: int, dport: int, proto: str
     ) -> Evidence:
         kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
+        listeners: dict[int, socket.socket] = {}
+        if ns == self.topo.node and (dst in self._node_local or _v4(dst).is_loopback):
+            listeners = self._listen(proto, {dport, *self.local_ports.get(proto, ())})
         with in_netns(ns):
             sock = socket.socket(socket.AF_INET, kind)
+        self._host_listeners = listeners
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.SOL_IP, IP_RECVERR, 1)
@@ -326,6 +334,29 @@ class Prober:
             return self._wait(key, sock)
         finally:
             sock.close()
+            for lst in listeners.values():
+                _drain_listener(lst)
+                lst.close()
+            self._host_listeners = {}
+
+    def _listen(self, proto: str, ports: set[int]) -> dict[int, socket.socket]:
+        """Listening sockets on 0.0.0.0:port in the node namespace (see ``_host_local``)."""
+        out: dict[int, socket.socket] = {}
+        kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
+        with in_netns(self.topo.node):
+            for port in ports:
+                lst = socket.socket(socket.AF_INET, kind)
+                try:
+                    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    lst.setblocking(False)
+                    lst.bind(("0.0.0.0", port))
+                    if proto == "tcp":
+                        lst.listen(64)
+                except OSError:
+                    lst.close()  # e.g. the port is one of our own probing sockets'
+                    continue
+                out[port] = lst
+        return out
 
     def _probe_raw(
         self, ns: int, src: str, dst: str, sport: int, dport: int, proto: str
@@ -380,6 +411,46 @@ class Prober:
         rst = icmp is None and err == errno.ECONNREFUSED and sock.type == socket.SOCK_STREAM
         return icmp, rst
 
+    def _ends_local(self, event: CtEvent) -> bool:
+        final = event.reply.src
+        return final in self._node_local or final.startswith("127.")
+
+    def _host_local(self, event: CtEvent, sock: socket.socket, deadline: float) -> Evidence:
+        """Evidence for a host's packet that stays on the node.
+
+        Conntrack confirms a locally generated packet at the end of POSTROUTING, *before* it
+        loops back through lo into INPUT, so the NEW event does not mean it was accepted:
+        filter INPUT may still REJECT or DROP it. The client socket tells: ICMP in its error
+        queue is a REJECT; a completed handshake (TCP) or a datagram at our listener (UDP) is
+        delivery; a RST is delivery to a closed port unless one of our listeners holds that
+        port (then it is REJECT --reject-with tcp-reset); nothing at all is a DROP.
+        """
+        final_port = event.reply.sport
+        listener = self._host_listeners.get(final_port)
+        poller = select.poll()
+        poller.register(sock, select.POLLERR | select.POLLOUT | select.POLLHUP)
+        while True:
+            icmp, rst = self._socket_error(sock)
+            if icmp is not None:
+                return Evidence(None, icmp=icmp)
+            if sock.type == socket.SOCK_STREAM:
+                if rst:
+                    return Evidence(None, rst=True) if listener is not None else Evidence(event)
+                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                writable = any(ev & select.POLLOUT for _fd, ev in poller.poll(0))
+                if writable and err == 0:
+                    return Evidence(event)  # the handshake completed: delivered
+            elif listener is not None and _drain_listener(listener):
+                return Evidence(event)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if sock.type != socket.SOCK_STREAM and listener is None:
+                    # a datagram to a port nobody listens on draws ICMP 3/3 from the stack;
+                    # silence here means it was delivered... or dropped: the evidence ends
+                    return Evidence(event)
+                return Evidence(None)
+            poller.poll(max(1, int(left * 1000)))
+
     def _wait(self, key: tuple[str, str, int, str, int], sock: socket.socket | None) -> Evidence:
         deadline = time.monotonic() + self.timeout
         poller = select.poll()
@@ -394,6 +465,8 @@ class Prober:
             event = self._events.pop(key, None)
             if event is not None:
                 self._replies.pop(key[:3], None)
+                if sock is not None and self._ends_local(event):
+                    return self._host_local(event, sock, deadline)
                 return Evidence(event)
             icmp: tuple[int, int] | None = None
             rst = False
@@ -411,6 +484,20 @@ class Prober:
             if left <= 0:
                 return Evidence(None)
             poller.poll(max(1, int(left * 1000)))
+
+
+def _drain_listener(lst: socket.socket) -> bool:
+    """Accept (and close) or read whatever reached a listener; True if anything had."""
+    got = False
+    with contextlib.suppress(BlockingIOError, OSError):
+        while True:
+            if lst.type == socket.SOCK_STREAM:
+                conn, _ = lst.accept()
+                conn.close()
+            else:
+                lst.recv(65535)
+            got = True
+    return got
 
 
 def own_pid_fds() -> int:
