@@ -333,7 +333,11 @@ def load_ruleset(oracle: KernelOracle, ruleset: Ruleset, *, source: str | None =
                         if render_rule(rule) == e.text:
                             line, shown = rule.line, rule.raw or e.text
         detail = e.stderr.strip().splitlines()[-1] if e.stderr.strip() else str(e)
-        msg = f"the kernel refused this rule ({detail})" if shown else f"the kernel refused the ruleset: {detail}"
+        msg = (
+            f"the kernel refused this rule ({detail})"
+            if shown
+            else f"the kernel refused the ruleset: {detail}"
+        )
         raise DumpError(src, line, msg + (f": {shown}" if shown else "")) from e
 
 

@@ -56,7 +56,11 @@ def _reject_name(text: str) -> str:
 
 def _describe_kernel(packet: Packet, k: KernelResult) -> str:
     if k.verdict in ("accept", "forward"):
-        dst = f"{k.dnat[0]}:{k.dnat[1]}" if k.dnat else f"{packet.dst}:{packet.dport} (not translated)"
+        dst = (
+            f"{k.dnat[0]}:{k.dnat[1]}"
+            if k.dnat
+            else f"{packet.dst}:{packet.dport} (not translated)"
+        )
         src = f", source rewritten to {k.snat_ip}" if k.snat_ip else ", source kept"
         return f"{k.verdict} to {dst}{src}"
     if k.verdict == "reject":
@@ -205,13 +209,25 @@ class OracleSession:
         tr = self.model(packet)
         if tr.inconclusive:
             why = "; ".join(o.reason for o in tr.outcomes if o.verdict == "inconclusive")
-            return [Disagreement(packet, tr.outcomes, None, f"{packet}: model inconclusive: {why}", "inconclusive")]
+            return [
+                Disagreement(
+                    packet,
+                    tr.outcomes,
+                    None,
+                    f"{packet}: model inconclusive: {why}",
+                    "inconclusive",
+                )
+            ]
         out: list[Disagreement] = []
         for _ in range(probes):
             try:
                 k = self.kernel(packet)
             except ProbeError as e:
-                return [Disagreement(packet, tr.outcomes, None, f"{packet}: not probed: {e}", "unprobed")]
+                return [
+                    Disagreement(
+                        packet, tr.outcomes, None, f"{packet}: not probed: {e}", "unprobed"
+                    )
+                ]
             msg = compare(tr, k)
             if msg is not None:
                 out.append(Disagreement(packet, tr.outcomes, k, msg))
