@@ -70,6 +70,7 @@ class PlantedBug:
     not_flagged: tuple[str, ...] = ()  # IDs that must NOT be reported (by-design behaviour)
     parse_error: bool = False  # the defect makes the dump unloadable (the parser refuses it)
     history: str = ""  # reference kube-proxy.md section 8 bug number(s)
+    service: str = ""  # the Service port the packet findings must name ("" = node-wide bug)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,31 +564,37 @@ BUGS: tuple[PlantedBug, ...] = (
         "missing-middle-endpoint-jump", _q("three-endpoints"), "node-1", remove_middle_endpoint_jump,
         ("NV007", "NV015"), "3 endpoints, 2nd jump removed: shares 1/3, 0, 2/3",
         witness=_pkt("10.42.1.5", "10.43.0.60", 80, "pod"),
+        service=THREE,
     ),
     PlantedBug(
         "missing-last-endpoint-jump", _spec("web-svc"), "node-1", remove_last_endpoint_jump,
         ("NV001", "NV015"), "2 endpoints, unconditional jump removed: 1/2 un-DNATed",
         witness=_pkt("10.42.1.5", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "dnat-to-not-ready-pod", _spec("pods-only"), "node-1", dnat_to_not_ready_pod,
         ("NV001",), "DNAT to a pod that is neither ready nor serving",
         witness=_pkt("10.42.1.5", "10.43.0.55", 80, "pod"),
+        service="default/api:http",
     ),
     PlantedBug(
         "dnat-to-other-services-pod", _spec("loadbalancer-source-ranges"), "node-1",
         dnat_to_other_services_pod, ("NV001",), "endpoint chain DNATs to another Service's pod",
         witness=_pkt("10.42.1.5", "10.43.0.35", 80, "pod"),
+        service=LB,
     ),
     PlantedBug(
         "dnat-to-service-port", _spec("web-svc"), "node-1", dnat_to_service_port,
         ("NV001",), "wrong targetPort in DNAT (service port used)",
         witness=_pkt("10.42.1.5", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "ext-without-mark-masq", _spec("web-svc"), "node-1", ext_without_mark_masq,
         ("NV004",), "KUBE-EXT of eTP=Cluster without KUBE-MARK-MASQ",
         witness=_pkt(EXTERNAL_CLIENT, "192.168.1.10", 30080, "external"),
+        service=WEB,
     ),
     PlantedBug(
         "postrouting-without-xor", _spec("web-svc"), "node-1", postrouting_without_xor,
@@ -608,91 +615,109 @@ BUGS: tuple[PlantedBug, ...] = (
         "cascade-half-for-three", _q("three-endpoints"), "node-1", cascade_half_for_three,
         ("NV007",), "0.5 for the first of 3 endpoints",
         witness=_pkt("10.42.1.5", "10.43.0.60", 80, "pod"),
+        service=THREE,
     ),
     PlantedBug(
         "five-decimal-probabilities", _q("three-endpoints"), "node-1", five_decimal_probabilities,
         ("NV007",), "pre-#83599 0.33333 probability, save form", form="save", history="17",
         witness=_pkt("10.42.1.5", "10.43.0.60", 80, "pod"),
+        service=THREE,
     ),
     PlantedBug(
         "no-reject-endpointless-clusterip", _spec("no-endpoints"), "node-1",
         no_reject_for_endpointless_clusterip, ("NV003",), "ClusterIP of an endpoint-less Service not rejected",
         history="1", witness=_pkt("10.42.1.5", "10.43.0.40", 80, "pod"),
+        service="default/broken:http",
     ),
     PlantedBug(
         "no-reject-endpointless-nodeport", _spec("no-endpoints"), "node-1",
         no_reject_for_endpointless_nodeport, ("NV003",), "NodePort of an endpoint-less Service not rejected",
         history="1", witness=_pkt(EXTERNAL_CLIENT, "192.168.1.10", 30040, "external"),
+        service="default/broken:http",
     ),
     PlantedBug(
         "reject-not-hooked-from-forward", _spec("no-endpoints"), "node-1", reject_not_hooked_from_forward,
         ("NV003",), "filter KUBE-SERVICES not reachable from FORWARD", history="2",
         witness=_pkt("10.42.1.5", "10.43.0.40", 80, "pod"),
+        service="default/broken:http",
     ),
     PlantedBug(
         "foreign-forward-accept", _spec("no-endpoints"), "node-1", foreign_forward_accept,
         ("NV003",), "flannel-style FORWARD ACCEPT before kube-proxy's jumps", history="3",
         witness=_pkt("10.42.1.5", "10.43.0.40", 80, "pod"),
+        service="default/broken:http",
     ),
     PlantedBug(
         "foreign-prerouting-accept", _spec("web-svc"), "node-1", foreign_prerouting_accept,
         ("NV001",), "nat PREROUTING ACCEPT for the ClusterIP before KUBE-SERVICES", history="3",
         witness=_pkt("10.42.1.5", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "etp-local-no-pod-short-circuit", _spec("etp-local"), "node-2",
         etp_local_without_pod_short_circuit, ("NV005",), "pod -> LB IP (eTP=Local, no local endpoint) dropped",
         history="4", witness=_pkt("10.42.2.5", "203.0.113.10", 80, "pod"),
+        service=ETP,
     ),
     PlantedBug(
         "etp-local-no-host-short-circuit", _spec("etp-local"), "node-2",
         etp_local_without_host_short_circuit, ("NV005",), "host -> LB IP (eTP=Local, no local endpoint) not routed",
         history="4", witness=_pkt("192.168.1.11", "203.0.113.10", 80, "host"),
+        service=ETP,
     ),
     PlantedBug(
         "etp-local-masquerades-external", _spec("etp-local"), "node-1", etp_local_masquerades_external,
         ("NV005",), "eTP=Local external traffic masqueraded (client IP lost)",
         witness=_pkt(EXTERNAL_CLIENT, "203.0.113.10", 80, "external"),
+        service=ETP,
     ),
     PlantedBug(
         "nodeport-straight-to-svc", _spec("web-svc"), "node-1", nodeport_straight_to_svc,
         ("NV004|NV010",), "NodePort skips KUBE-EXT: no masquerade, remote endpoint's reply bypasses node",
         witness=_pkt(EXTERNAL_CLIENT, "192.168.1.10", 30080, "external"),
+        service=WEB,
     ),
     PlantedBug(
         "source-ranges-not-enforced", _spec("loadbalancer-source-ranges"), "node-1",
         source_ranges_not_enforced, ("NV012",), "KUBE-FW chain dropped, LB IP -> KUBE-EXT",
         witness=_pkt("203.0.113.99", "203.0.113.20", 80, "external"),
+        service=LB,
     ),
     PlantedBug(
         "hairpin-masq-missing", _spec("web-svc"), "node-1", hairpin_masq_missing,
         ("NV008",), "SEP without the hairpin masquerade rule (save form)", form="save", history="20",
         witness=_pkt("10.42.1.7", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "svc-masq-rule-missing", _spec("web-svc"), "node-1", svc_masq_rule_missing,
         ("NV009",), "ClusterIP from off-cluster not masqueraded",
         witness=_pkt("192.168.1.10", "10.43.0.15", 80, "host"),
+        service=WEB,
     ),
     PlantedBug(
         "itp-local-uses-cluster-chain", _q("itp-local-nodeport"), "node-1", itp_local_uses_cluster_chain,
         ("NV006",), "iTP=Local ClusterIP -> KUBE-SVC (remote endpoint used)",
         witness=_pkt("10.42.1.5", "10.43.0.65", 80, "pod"),
+        service=ITPNP,
     ),
     PlantedBug(
         "itp-local-drop-missing", _spec("itp-local"), "node-2", itp_local_drop_missing,
         ("NV006",), "iTP=Local with no local endpoint: DROP missing",
         witness=_pkt("10.42.2.5", "10.43.0.25", 80, "pod"),
+        service="default/itp-local:redis",
     ),
     PlantedBug(
         "terminating-used-with-ready", _q("mixed-terminating"), "node-1", terminating_used_with_ready,
         ("NV013",), "serving-terminating endpoint in the cascade next to a ready one",
         witness=_pkt("10.42.1.5", "10.43.0.70", 80, "pod"),
+        service=MIXED,
     ),
     PlantedBug(
         "affinity-recent-set-missing", _spec("session-affinity"), "node-1", affinity_recent_set_missing,
         ("NV011",), "ClientIP affinity: recent --set missing",
         witness=_pkt("10.42.1.5", "10.43.0.30", 443, "pod"),
+        service=STICKY,
     ),
     PlantedBug(
         "affinity-timeout-too-short", _spec("session-affinity"), "node-1", affinity_timeout_too_short,
@@ -700,11 +725,13 @@ BUGS: tuple[PlantedBug, ...] = (
         # a client sent to 10.42.1.13 two minutes ago: still sticky with 600 s, not with 60 s
         witness=_pkt("10.42.1.5", "10.43.0.30", 443, "pod"),
         witness_recent=(((_sep(STICKY, "10.42.1.13:8443"), "10.42.1.5"), 120.0),),
+        service=STICKY,
     ),
     PlantedBug(
         "prerouting-base-jump-missing", _spec("web-svc"), "node-1", prerouting_base_jump_missing,
         ("NV001", "NV014|NV015"), "nat PREROUTING -> KUBE-SERVICES missing",
         witness=_pkt("10.42.1.5", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "jump-to-missing-chain", _spec("web-svc"), "node-1", jump_to_missing_chain,
@@ -718,11 +745,13 @@ BUGS: tuple[PlantedBug, ...] = (
         "stale-endpoint", _spec("web-svc"), "node-1", stale_endpoint_after_pod_restart,
         ("NV015", "NV001"), "DNAT to the old IP of a recreated pod",
         witness=_pkt("10.42.1.5", "10.43.0.15", 80, "pod"),
+        service=WEB,
     ),
     PlantedBug(
         "missing-service", _spec("loadbalancer-source-ranges"), "node-1", missing_service,
         ("NV015", "NV001|NV002|NV003"), "all rules of Service ext-ip missing",
         witness=_pkt("10.42.1.5", "10.43.0.36", 8443, "pod"),
+        service=EXTIP,
     ),
     PlantedBug(
         "masquerade-without-random-fully", _spec("web-svc"), "node-1", masquerade_without_random_fully,
@@ -738,6 +767,7 @@ BUGS: tuple[PlantedBug, ...] = (
         "nodeport-reject-on-service-port", _spec("no-endpoints"), "node-1", nodeport_reject_on_service_port,
         ("NV003",), "NodePort REJECT on port 80 shadows a host port, 30040 unrejected", history="21",
         witness=_pkt(EXTERNAL_CLIENT, "192.168.1.10", 30040, "external"),
+        service="default/broken:http",
     ),
     PlantedBug(
         "nodeport-ignores-source-ranges-by-design", _spec("loadbalancer-source-ranges"), "node-1",
@@ -748,11 +778,13 @@ BUGS: tuple[PlantedBug, ...] = (
         "ipv6-dnat-to-service-port", _spec("dual-stack"), "node-1", ipv6_dnat_to_service_port,
         ("NV001",), "IPv6 DNAT to the service port", family=6,
         witness=_pkt("fd00:42:0:1::5", "fd00:43::32", 80, "pod"),
+        service="default/dual:http",
     ),
     PlantedBug(
         "udp-service-matched-as-tcp", _spec("named-targetport"), "node-1", udp_service_matched_as_tcp,
         ("NV001",), "UDP DNS ClusterIP rule written with -p tcp",
         witness=_pkt("10.42.1.5", "10.43.0.10", 53, "pod", proto="udp"),
+        service="kube-system/dns:dns",
     ),
 )
 
