@@ -427,8 +427,9 @@ def prerouting_base_jump_missing(text: str) -> str:
     """The nat ``PREROUTING -> KUBE-SERVICES`` jump is gone (flushed by another tool; kube-proxy
     only restores base jumps on full syncs).
 
-    Pod and external traffic to every Service is forwarded un-DNATed (NV001); the service
-    chains are only reachable from OUTPUT, a structural fault (NV014).
+    Pod and external traffic to every Service is forwarded un-DNATed (NV001). The service
+    chains are still reachable from OUTPUT, so nothing is orphaned; the missing hook is a rule
+    kube-proxy would write (drift, NV015) or, read as structure, NV014: either is accepted.
     """
     return delete_line(text, "-A PREROUTING ", '"kubernetes service portals"', "-j KUBE-SERVICES")
 
