@@ -173,7 +173,8 @@ class SourceSpace:
         nets.update(ipaddress.ip_network(a) for a in ctx.addresses if a.version == fam)
         nets.add(ctx.loopback)
         if fam == 4:
-            nets.update({ipaddress.ip_network("224.0.0.0/4"), ipaddress.ip_network("255.255.255.255/32")})
+            nets.update({ipaddress.ip_network("224.0.0.0/4"), ipaddress.ip_network("255.255.255.255/32"),
+                         ipaddress.ip_network("0.0.0.0/8")})  # fmt: skip
         else:
             nets.add(ipaddress.ip_network("ff00::/8"))
         top = 1 << (32 if fam == 4 else 128)
@@ -211,8 +212,11 @@ class SourceSpace:
                 origin = "external"
             if dst_is_loopback and origin != "host":
                 continue  # a loopback destination is reached only from the node itself
-            if origin != "host" and (rep.is_multicast or (fam == 4 and int(rep) == 0xFFFFFFFF) or rep.is_unspecified):
-                continue  # not a valid unicast source: the kernel drops such packets as martians
+            zeronet = fam == 4 and int(rep) < (1 << 24)
+            if origin != "host" and (rep.is_multicast or (fam == 4 and int(rep) == 0xFFFFFFFF) or rep.is_unspecified or zeronet):
+                # not a valid unicast source: routing drops such packets as martians
+                # (ip_route_input_slow: multicast, limited broadcast, 0.0.0.0/8)
+                continue
             for sp in sport_reps:
                 out.append((rep, sp, origin))
         return out

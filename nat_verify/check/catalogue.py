@@ -188,6 +188,16 @@ class NV003(Invariant):
             return
         for o in case.outcomes:
             if o.verdict != "reject":
+                if case.origin == "host" and case.dest.external and not case.ctx.is_local(case.trace.packet.dst):
+                    # kube-proxy by design: filter OUTPUT has no KUBE-EXTERNAL-SERVICES jump, so the
+                    # node's own traffic to a remote externalIP/LB IP leaves un-NATed (reference 2.3)
+                    yield case.violation(
+                        self.id,
+                        f"has no usable endpoint, but the node's own packet is {describe(o)}: kube-proxy does "
+                        "not reject host traffic to external addresses (no KUBE-EXTERNAL-SERVICES jump from OUTPUT)",
+                        o, "warning",
+                    )  # fmt: skip
+                    return
                 yield case.violation(self.id, f"has no usable endpoint and must be rejected, but the packet is {describe(o)}", o)
                 return
 
@@ -338,6 +348,9 @@ class NV010(Invariant):
         for o in case.outcomes:
             if not case.allowed(o) or _masq_mismatch(case, o) is not None:
                 continue
+            e = case.endpoint(o)
+            if e is not None and e.local:
+                continue  # an endpoint on this node answers through this node (its EndpointSlice nodeName)
             if not returns_through_node(case.trace.packet, o, case.ctx):
                 yield case.violation(
                     self.id,

@@ -37,6 +37,26 @@ def pod_interface(cluster: Cluster) -> str:
     return "cni0"
 
 
+def localhost_node_ports(cluster: Cluster) -> bool:
+    """kube-proxy turns localhost NodePorts (and route_localnet) off when nodePortAddresses is
+    set and admits no IPv4 loopback address."""
+    p = cluster.proxy
+    if not p.localhost_node_ports:
+        return False
+    if not p.node_port_addresses:
+        return True
+    lo = ipaddress.ip_address("127.0.0.1")
+    for c in p.node_port_addresses:
+        if c in ("localhost", "all"):
+            return True
+        try:
+            if lo in ipaddress.ip_network(c, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def node_context(cluster: Cluster, node: str, family: int = 4) -> NodeContext:
     n = cluster.node(node)
     addrs = _of_family(n.internal_ips, family)
@@ -46,7 +66,7 @@ def node_context(cluster: Cluster, node: str, family: int = 4) -> NodeContext:
     for c in local:
         net = ipaddress.ip_network(c, strict=False)
         routes.append(Route(net, iface, net.network_address + 1))
-    localhost = family == 4 and cluster.proxy.localhost_node_ports
+    localhost = family == 4 and localhost_node_ports(cluster)
     return NodeContext(
         family=family,
         addresses=addrs,

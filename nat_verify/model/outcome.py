@@ -19,7 +19,7 @@ from nat_verify.model.packet import Packet, format_endpoint
 Verdict = Literal["accept", "forward", "drop", "reject", "inconclusive"]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Step:
     """One rule that fired (or a chain policy, with ``rule`` 0)."""
 

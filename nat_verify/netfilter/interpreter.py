@@ -44,7 +44,8 @@ import attrs
 from nat_verify.model.cluster import IPAddress
 from nat_verify.model.outcome import Outcome, Step, Trace
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.context import NodeContext, Route
+from nat_verify.netfilter import summary
 from nat_verify.netfilter.matches import Pred, RuleError, Unknown, compile_matches
 from nat_verify.netfilter.parse import DumpError
 from nat_verify.netfilter.ruleset import Rule, Ruleset
@@ -74,7 +75,7 @@ class PacketState:
     __slots__ = (
         "src", "sport", "dst", "dport", "proto", "mark", "ctmark", "in_iface", "out_iface",
         "prob", "path", "dnat", "snat_done", "masq", "untracked", "recent", "recent_set",
-        "orig_src", "orig_dst", "orig_sport", "orig_dport", "reject_with", "reason",
+        "orig_src", "orig_dst", "orig_sport", "orig_dport", "reject_with", "reason", "wlog",
     )  # fmt: skip
 
     src: IPAddress
@@ -100,6 +101,7 @@ class PacketState:
     orig_dport: int
     reject_with: str
     reason: str
+    wlog: tuple[str, ...]  # the fields targets wrote, in order (chain summaries replay them)
 
     def copy(self) -> PacketState:
         n = PacketState.__new__(PacketState)
@@ -133,6 +135,7 @@ class _CompiledRule:
     index: int  # 1-based
     preds: tuple[Pred, ...]
     error: str  # a malformed rule: evaluating it is inconclusive
+    step: Step  # what the path records when the rule fires
 
 
 class _Chain:
@@ -183,9 +186,11 @@ def _exact(text: str) -> IPAddress | None:
 class Interpreter:
     """Runs packets through one ruleset on one node. Build once, trace many packets."""
 
-    def __init__(self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False) -> None:
+    def __init__(self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False, memo: bool | None = None) -> None:
         self.ruleset = ruleset
         self.ctx = ctx
+        self._routes: dict[IPAddress, Route] = {}
+        self._nat: dict[str, tuple[IPAddress | None, int | None]] = {}
         self.chains: dict[tuple[str, str], _Chain] = {}
         for t in ruleset.tables:
             for c in t.chains:
@@ -196,15 +201,36 @@ class Interpreter:
                         err = ""
                     except RuleError as e:
                         preds, err = (), f"line {r.line}: {e}"
-                    compiled.append(_CompiledRule(r, i, preds, err))
+                    compiled.append(_CompiledRule(r, i, preds, err, Step(t.name, c.name, i, r.line, r.target.name)))
                 self.chains[(t.name, c.name)] = _Chain(t.name, c.name, c.policy, compiled, not linear)
+        self.memo = (not linear) if memo is None else memo
+        self.info = summary.analyse({k: [cr.rule for cr in ch.rules] for k, ch in self.chains.items()}, ctx)
+        self._memo: dict[tuple[str, str], dict[tuple[object, ...], list[summary.Delta]]] = {}
+        self._memo_size = 0
+        self.whole = summary.merge(self.info.values())
+        self._traces: dict[tuple[object, ...], tuple[tuple[Outcome, int], ...]] = {}
 
     # -- public API -----------------------------------------------------------------------
 
     def trace(self, packet: Packet, recent: RecentState | None = None) -> Trace:
         st = self._initial(packet, recent)
-        results = self._hooks(packet, st)
-        return Trace(packet, _collect(packet, results))
+        if not self.memo or not self.whole.ok:
+            return Trace(packet, tuple(o for o, _ in _collect(packet, self._hooks(packet, st))))
+        # the whole walk is a function of the packet's class (see summary): replay it
+        key = (packet.origin, st.in_iface, summary.state_key(self.whole, st))
+        templates = self._traces.get(key)
+        if templates is None:
+            templates = _collect(packet, self._hooks(packet, st))
+            if len(self._traces) < 262144:
+                self._traces[key] = templates
+            return Trace(packet, tuple(o for o, _ in templates))
+        return Trace(packet, tuple(_instantiate(o, keep, packet) for o, keep in templates))
+
+    def nat_to(self, text: str) -> tuple[IPAddress | None, int | None]:
+        r = self._nat.get(text)
+        if r is None:
+            r = self._nat[text] = _nat_to(text)
+        return r
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -224,6 +250,7 @@ class Interpreter:
         st.recent_set = ()
         st.orig_src, st.orig_dst, st.orig_sport, st.orig_dport = packet.src, packet.dst, packet.sport, packet.dport
         st.reject_with = st.reason = ""
+        st.wlog = ()
         return st
 
     def _hooks(self, packet: Packet, st: PacketState) -> list[Result]:
@@ -294,14 +321,20 @@ class Interpreter:
         return out
 
     def _route_out(self, s: PacketState) -> None:
-        s.out_iface = self.ctx.route(s.dst).iface
+        s.out_iface = self.route(s.dst).iface
+
+    def route(self, dst: IPAddress) -> Route:
+        r = self._routes.get(dst)
+        if r is None:
+            r = self.ctx.route(dst)
+            if len(self._routes) < 65536:
+                self._routes[dst] = r
+        return r
 
     def _run_hooks(self, states: list[PacketState], hooks: list[tuple[str, str]]) -> list[Result]:
         """Run each state through the hooks in order; ACCEPT moves on to the next hook."""
         results: list[Result] = [(s, ACCEPT) for s in states]
         for table, chain in hooks:
-            if table == "nat" and True:
-                pass
             nxt: list[Result] = []
             for s, v in results:
                 if v != ACCEPT:
@@ -319,17 +352,37 @@ class Interpreter:
         if ch is None:
             return [(s, ACCEPT)]
         out: list[Result] = []
-        for s2, v in self._run_chain(ch, s, 0, 0):
+        for s2, v in self._call(ch, s, 0):
             if v == RETURN:
                 pol = ch.policy or ACCEPT
                 if pol != ACCEPT:
-                    s2.path = (*s2.path, Step(table, chain, 0, ch.rules and 0 or 0, pol))
+                    s2.path = (*s2.path, Step(table, chain, 0, 0, pol))
                 out.append((s2, pol))
             else:
                 out.append((s2, v))
         return out
 
     # -- chains -----------------------------------------------------------------------------
+
+    def _call(self, ch: _Chain, s: PacketState, depth: int) -> list[Result]:
+        """Run a chain from its first rule, through its summary when one applies."""
+        key = (ch.table, ch.name)
+        info = self.info[key]
+        if not (self.memo and info.ok):
+            return self._run_chain(ch, s, 0, depth)
+        k = summary.state_key(info, s)
+        table = self._memo.get(key)
+        if table is None:
+            table = self._memo[key] = {}
+        deltas = table.get(k)
+        if deltas is not None:
+            return summary.apply(s, deltas)
+        before = s.copy()
+        results = self._run_chain(ch, s, 0, depth)
+        if self._memo_size < 1_000_000:
+            table[k] = summary.capture(before, results)
+            self._memo_size += 1
+        return results
 
     def _run_chain(self, ch: _Chain, s: PacketState, start: int, depth: int) -> list[Result]:
         if depth > 64:
@@ -376,7 +429,7 @@ class Interpreter:
         sub = self.chains.get((ch.table, name))
         if sub is not None:
             out: list[Result] = []
-            for s2, v in self._run_chain(sub, s, 0, depth + 1):
+            for s2, v in self._call(sub, s, depth + 1):
                 if v == RETURN and not t.goto:
                     out.extend(self._run_chain(ch, s2, i + 1, depth))
                 else:
@@ -399,7 +452,7 @@ class Interpreter:
 
 
 def _step(ch: _Chain, cr: _CompiledRule) -> Step:
-    return Step(ch.table, ch.name, cr.index, cr.rule.line, cr.rule.target.name)
+    return cr.step
 
 
 def _evaluate(preds: tuple[Pred, ...], s: PacketState) -> bool | Fraction | Unknown:
@@ -423,6 +476,12 @@ def _evaluate(preds: tuple[Pred, ...], s: PacketState) -> bool | Fraction | Unkn
 # -- targets: each returns None to continue with the next rule, or a verdict ------------------
 
 
+def _set(s: PacketState, field: str, value: object) -> None:
+    """Write a packet field and log it (chain summaries replay exactly the logged writes)."""
+    setattr(s, field, value)
+    s.wlog = (*s.wlog, field)
+
+
 def _accept(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
     return ACCEPT
 
@@ -438,7 +497,7 @@ def _return(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
 def _reject(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
     o = r.target.get("--reject-with")
     default = "icmp6-port-unreachable" if it.ctx.family == 6 else "icmp-port-unreachable"
-    s.reject_with = o.value if o else default
+    _set(s, "reject_with", o.value if o else default)
     return REJECT
 
 
@@ -467,12 +526,12 @@ def _dnat(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
     o = r.target.get("--to-destination")
     if o is None:
         raise ValueError("DNAT without --to-destination")
-    addr, port = _nat_to(o.value)
+    addr, port = it.nat_to(o.value)
     if addr is not None:
-        s.dst = addr
+        _set(s, "dst", addr)
     if port is not None:
-        s.dport = port
-    s.dnat = True
+        _set(s, "dport", port)
+    _set(s, "dnat", True)
     return ACCEPT
 
 
@@ -481,12 +540,12 @@ def _redirect(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | Non
     if o is not None:
         if "-" in o.value:
             raise ValueError("REDIRECT to a port range is not modelled")
-        s.dport = int(o.value)
+        _set(s, "dport", int(o.value))
     if s.in_iface in ("", "lo"):
-        s.dst = ipaddress.ip_address("::1" if it.ctx.family == 6 else "127.0.0.1")
+        _set(s, "dst", ipaddress.ip_address("::1" if it.ctx.family == 6 else "127.0.0.1"))
     else:
-        s.dst = next(a for a in it.ctx.addresses if a.version == it.ctx.family)
-    s.dnat = True
+        _set(s, "dst", next(a for a in it.ctx.addresses if a.version == it.ctx.family))
+    _set(s, "dnat", True)
     return ACCEPT
 
 
@@ -494,23 +553,23 @@ def _snat(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
     o = r.target.get("--to-source")
     if o is None:
         raise ValueError("SNAT without --to-source")
-    addr, port = _nat_to(o.value)
+    addr, port = it.nat_to(o.value)
     if addr is not None:
-        s.src = addr
+        _set(s, "src", addr)
     if port is not None:
-        s.sport = port
-    s.snat_done = True
+        _set(s, "sport", port)
+    _set(s, "snat_done", True)
     return ACCEPT
 
 
 def _masquerade(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
-    route = it.ctx.route(s.dst)
-    s.src = route.src
+    route = it.route(s.dst)
+    _set(s, "src", route.src)
     o = r.target.get("--to-ports")
     if o is not None and "-" not in o.value:
-        s.sport = int(o.value)
-    s.snat_done = True
-    s.masq = True
+        _set(s, "sport", int(o.value))
+    _set(s, "snat_done", True)
+    _set(s, "masq", True)
     return ACCEPT
 
 
@@ -520,7 +579,7 @@ def _mark_values(text: str) -> tuple[int, int | None]:
 
 
 def _mark(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
-    s.mark = _apply_mark(s.mark, r, "MARK")
+    _set(s, "mark", _apply_mark(s.mark, r, "MARK"))
     return None
 
 
@@ -546,25 +605,25 @@ def _connmark(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | Non
     if t.get("--save-mark") is not None:
         nf = int(t.get("--nfmask").value, 0) if t.get("--nfmask") else 0xFFFFFFFF  # type: ignore[union-attr]
         ct = int(t.get("--ctmask").value, 0) if t.get("--ctmask") else 0xFFFFFFFF  # type: ignore[union-attr]
-        s.ctmark = (s.ctmark & ~ct & 0xFFFFFFFF) ^ (s.mark & nf)
+        _set(s, "ctmark", (s.ctmark & ~ct & 0xFFFFFFFF) ^ (s.mark & nf))
         return None
     if t.get("--restore-mark") is not None:
         nf = int(t.get("--nfmask").value, 0) if t.get("--nfmask") else 0xFFFFFFFF  # type: ignore[union-attr]
         ct = int(t.get("--ctmask").value, 0) if t.get("--ctmask") else 0xFFFFFFFF  # type: ignore[union-attr]
-        s.mark = (s.mark & ~nf & 0xFFFFFFFF) ^ (s.ctmark & ct)
+        _set(s, "mark", (s.mark & ~nf & 0xFFFFFFFF) ^ (s.ctmark & ct))
         return None
-    s.ctmark = _apply_mark(s.ctmark, r, "CONNMARK")
+    _set(s, "ctmark", _apply_mark(s.ctmark, r, "CONNMARK"))
     return None
 
 
 def _notrack(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
-    s.untracked = True
+    _set(s, "untracked", True)
     return None
 
 
 def _ct(it: Interpreter, table: str, s: PacketState, r: Rule) -> str | None:
     if r.target.get("--notrack") is not None:
-        s.untracked = True
+        _set(s, "untracked", True)
     return None
 
 
@@ -593,8 +652,34 @@ _VERDICTS = {
 }
 
 
-def _collect(packet: Packet, results: list[Result]) -> tuple[Outcome, ...]:
-    merged: dict[tuple[object, ...], Outcome] = {}
+_SRC, _SPORT, _DST, _DPORT = 1, 2, 4, 8
+
+
+def _instantiate(o: Outcome, keep: int, p: Packet) -> Outcome:
+    """An outcome template for another packet of the same class: the fields no rule wrote are
+    the packet's own."""
+    if not keep:
+        return o
+    return attrs.evolve(
+        o,
+        src=p.src if keep & _SRC else o.src,
+        sport=p.sport if keep & _SPORT else o.sport,
+        dst=p.dst if keep & _DST else o.dst,
+        dport=p.dport if keep & _DPORT else o.dport,
+    )
+
+
+def _untouched(s: PacketState) -> int:
+    w = s.wlog
+    return (
+        (0 if "src" in w else _SRC) | (0 if "sport" in w else _SPORT)
+        | (0 if "dst" in w else _DST) | (0 if "dport" in w else _DPORT)
+    )  # fmt: skip
+
+
+def _collect(packet: Packet, results: list[Result]) -> tuple[tuple[Outcome, int], ...]:
+    """Outcomes (merged when identical) with the fields no rule wrote (for ``_instantiate``)."""
+    merged: dict[tuple[object, ...], tuple[Outcome, int]] = {}
     for s, v in results:
         verdict = _VERDICTS.get(v, "inconclusive")
         reason = s.reason if verdict == "inconclusive" or v == "POD-LOCAL" or s.reason else ""
@@ -618,7 +703,9 @@ def _collect(packet: Packet, results: list[Result]) -> tuple[Outcome, ...]:
         )
         key = (o.verdict, o.dst, o.dport, o.src, o.sport, o.dnat, o.masquerade, o.path, o.reason, o.recent_set)
         prev = merged.get(key)
-        merged[key] = o if prev is None else attrs.evolve(prev, probability=prev.probability + o.probability)
+        keep = _untouched(s)
+        merged[key] = (o, keep) if prev is None else (
+            attrs.evolve(prev[0], probability=prev[0].probability + o.probability), prev[1] & keep)
     return tuple(merged.values())
 
 

@@ -14,6 +14,7 @@ loaded.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 
 from nat_verify.netfilter.ruleset import (
@@ -62,43 +63,67 @@ class DumpError(Exception):
         self.message = message
 
 
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"]+)|(")')
+_UNESCAPE = re.compile(r"\\(.)")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def tokenize(text: str) -> list[tuple[str, bool]]:
     """Split a rule into (token, quoted) pairs the way iptables-restore does.
 
     Double quotes group words; a backslash inside quotes escapes the next character.
     Raises ValueError on an unterminated quote.
     """
+    if '"' not in text:
+        return [(t, False) for t in text.split()]
     out: list[tuple[str, bool]] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in " \t":
-            i += 1
-            continue
-        if c == '"':
-            buf: list[str] = []
-            i += 1
-            while True:
-                if i >= n:
-                    raise ValueError("unterminated double quote")
-                c = text[i]
-                if c == "\\" and i + 1 < n:
-                    buf.append(text[i + 1])
-                    i += 2
-                elif c == '"':
-                    i += 1
-                    break
-                else:
-                    buf.append(c)
-                    i += 1
-            out.append(("".join(buf), True))
-            continue
-        j = i
-        while j < n and text[j] not in " \t":
-            j += 1
-        out.append((text[i:j], False))
-        i = j
+    for quoted, plain, stray in _QUOTED.findall(text):
+        if stray:
+            raise ValueError("unterminated double quote")
+        if plain:
+            out.append((plain, False))
+        else:
+            out.append((_UNESCAPE.sub(r"\1", quoted), True))
     return out
+
+
+# Rules repeat the same options over and over (-p tcp, -m comment fragments, KUBE-MARK-MASQ):
+# interning them makes a large dump several times smaller in memory and faster to build.
+_OPTIONS: dict[tuple[str, tuple[str, ...], bool], Option] = {}
+_MATCHES: dict[tuple[str, tuple[Option, ...]], Match] = {}
+_TARGETS: dict[tuple[str, tuple[Option, ...], bool], Target] = {}
+_INTERN_LIMIT = 1 << 20
+_ADDR_FAMILY: dict[str, int] = {}
+
+
+def _option(name: str, args: tuple[str, ...], neg: bool) -> Option:
+    key = (name, args, neg)
+    o = _OPTIONS.get(key)
+    if o is None:
+        o = Option(name, args, neg)
+        if len(_OPTIONS) < _INTERN_LIMIT:
+            _OPTIONS[key] = o
+    return o
+
+
+def _match(module: str, options: tuple[Option, ...]) -> Match:
+    key = (module, options)
+    m = _MATCHES.get(key)
+    if m is None:
+        m = Match(module, options)
+        if len(_MATCHES) < _INTERN_LIMIT:
+            _MATCHES[key] = m
+    return m
+
+
+def _target(name: str, options: tuple[Option, ...], goto: bool) -> Target:
+    key = (name, options, goto)
+    t = _TARGETS.get(key)
+    if t is None:
+        t = Target(name, options, goto)
+        if len(_TARGETS) < _INTERN_LIMIT:
+            _TARGETS[key] = t
+    return t
 
 
 def _is_option(tok: str, quoted: bool) -> bool:
@@ -185,12 +210,12 @@ def parse_rule_args(
                 proto = args[0].lower()
             elif name != "-f" and not args:
                 raise ValueError(f"{tok!r} needs an argument")
-            core.append(Option(name, tuple(args), neg))
+            core.append(_option(name, tuple(args), neg))
             continue
         if tok in STRING_OPTIONS and len(args) > 1:
             # kube-proxy's restore input may leave a multi-word comment unquoted
             args = [" ".join(args)]
-        opt = Option(tok, tuple(args), neg)
+        opt = _option(tok, tuple(args), neg)
         if in_target:
             target_opts.append(opt)
         elif matches:
@@ -206,8 +231,8 @@ def parse_rule_args(
         chain,
         # the core options are one set (the IP header match); keep them in iptables-save's order
         tuple(sorted(core, key=lambda o: CORE_ORDER[o.name])),
-        tuple(Match(m, tuple(opts)) for m, opts in matches),
-        Target(target_name, tuple(target_opts), target_goto),
+        tuple(_match(m, tuple(opts)) for m, opts in matches),
+        _target(target_name, tuple(target_opts), target_goto),
         counters,
     )
 
@@ -261,9 +286,9 @@ class _Parser:
                 last = no
             if len(line) > MAX_LINE:
                 raise self.err(no, f"line is {len(line):,} characters long; the limit is {MAX_LINE:,}")
-            bad = next((c for c in line if (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
+            bad = _CONTROL.search(line)
             if bad is not None:
-                raise self.err(no, f"not text: control character 0x{ord(bad):02x}")
+                raise self.err(no, f"not text: control character 0x{ord(bad.group()):02x}")
             s = line.strip()
             if not s:
                 continue
@@ -379,6 +404,9 @@ class _Parser:
     def _check_addresses(self, no: int, core: tuple[Option, ...]) -> None:
         for o in core:
             if o.name in ("-s", "-d"):
+                fam = _ADDR_FAMILY.get(o.value)
+                if fam is not None and fam == self.family:
+                    continue
                 for part in o.value.split(","):
                     try:
                         net = ipaddress.ip_network(part, strict=False)
@@ -388,6 +416,8 @@ class _Parser:
                         self.family = net.version
                     elif net.version != self.family:
                         raise self.err(no, f"IPv{net.version} address {part!r} in an IPv{self.family} dump")
+                if len(_ADDR_FAMILY) < _INTERN_LIMIT:
+                    _ADDR_FAMILY[o.value] = self.family
 
     def commit(self, no: int) -> None:
         if self.cur is None:

@@ -322,14 +322,16 @@ class Prober:
             key = (proto, src, sport, dst, dport)
             if proto == "tcp":
                 rc = sock.connect_ex((dst, dport))
-                if rc not in (0, errno.EINPROGRESS):
+                # EPERM: netfilter dropped it on the node's own OUTPUT path (REJECT or DROP);
+                # the evidence that tells which comes next, as for any other probe.
+                if rc not in (0, errno.EINPROGRESS, errno.EPERM):
                     return self._finish(key, Evidence(None, send_errno=rc))
             else:
                 try:
                     sock.connect((dst, dport))
                     sock.send(b"nat-verify")
                 except OSError as e:
-                    if e.errno != errno.ECONNREFUSED:
+                    if e.errno not in (errno.ECONNREFUSED, errno.EPERM):
                         return self._finish(key, Evidence(None, send_errno=e.errno or 0))
             return self._wait(key, sock)
         finally:
@@ -367,8 +369,9 @@ class Prober:
         try:
             sock.sendto(build_packet(src, dst, sport, dport, proto), (dst, 0))
         except OSError as e:
-            return self._finish(key, Evidence(None, send_errno=e.errno or 0))
-        return self._wait(key, None)
+            if e.errno != errno.EPERM:  # EPERM: dropped by OUTPUT, see _probe_socket
+                return self._finish(key, Evidence(None, send_errno=e.errno or 0))
+        return self._wait(key, None, host=ns == self.topo.node)
 
     # -- collecting ----------------------------------------------------------------------
 
@@ -451,7 +454,26 @@ class Prober:
                 return Evidence(None)
             poller.poll(max(1, int(left * 1000)))
 
-    def _wait(self, key: tuple[str, str, int, str, int], sock: socket.socket | None) -> Evidence:
+    def _raw_host_local(self, event: CtEvent, key: tuple[str, str, int, str, int]) -> Evidence:
+        """A raw (SCTP) probe from the node to itself: as in ``_host_local`` the NEW event
+        comes before filter INPUT, so an ICMP error the sniffer saw for it is a REJECT. (No
+        socket to listen with: a DROP there still reads as delivery.) ICMP protocol
+        unreachable is the node's own stack answering a protocol it does not speak (this
+        kernel has no SCTP): delivered, unless a rule says ``--reject-with
+        icmp-proto-unreachable``, which kube-proxy never writes."""
+        self._drain()
+        icmp = self._replies.pop(key[:3], None)
+        if icmp is None or icmp == (3, 2):
+            return Evidence(event)
+        return Evidence(None, icmp=icmp)
+
+    def _wait(
+        self,
+        key: tuple[str, str, int, str, int],
+        sock: socket.socket | None,
+        *,
+        host: bool = False,
+    ) -> Evidence:
         deadline = time.monotonic() + self.timeout
         poller = select.poll()
         assert self.ct.events is not None
@@ -464,9 +486,11 @@ class Prober:
             self._drain()
             event = self._events.pop(key, None)
             if event is not None:
-                self._replies.pop(key[:3], None)
                 if sock is not None and self._ends_local(event):
                     return self._host_local(event, sock, deadline)
+                if host and self._ends_local(event):
+                    return self._raw_host_local(event, key)
+                self._replies.pop(key[:3], None)
                 return Evidence(event)
             icmp: tuple[int, int] | None = None
             rst = False
