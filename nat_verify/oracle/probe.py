@@ -333,7 +333,7 @@ class Prober:
                 except OSError as e:
                     if e.errno not in (errno.ECONNREFUSED, errno.EPERM):
                         return self._finish(key, Evidence(None, send_errno=e.errno or 0))
-            return self._wait(key, sock)
+            return self._wait(key, sock, host=ns == self.topo.node)
         finally:
             sock.close()
             for lst in listeners.values():
@@ -486,9 +486,10 @@ class Prober:
             self._drain()
             event = self._events.pop(key, None)
             if event is not None:
-                if sock is not None and self._ends_local(event):
-                    return self._host_local(event, sock, deadline)
                 if host and self._ends_local(event):
+                    # confirmed before filter INPUT: the verdict is still to come
+                    if sock is not None:
+                        return self._host_local(event, sock, deadline)
                     return self._raw_host_local(event, key)
                 self._replies.pop(key[:3], None)
                 return Evidence(event)
