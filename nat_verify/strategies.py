@@ -39,13 +39,35 @@ entry point (``nat_verify._hypothesis_hook``), so it must stay cheap.
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Sequence
 
-from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+def register_type_strategies() -> None:
+    """Register strategies for the model types with ``st.register_type_strategy``.
 
-from nat_verify.model.cluster import (
+    Defined before this module imports Hypothesis: importing Hypothesis runs the entry point,
+    which calls this function on the half-imported module when ``nat_verify.strategies`` is the
+    first to import Hypothesis. The registered callables only look up ``clusters`` & co. when
+    ``st.from_type`` resolves them, after the import has finished; so this stays cheap, too.
+    """
+    from hypothesis import strategies as st
+
+    from nat_verify.model.cluster import Cluster, EndpointSlice, Node, ProxyConfig, Service
+
+    st.register_type_strategy(Cluster, lambda _t: clusters())
+    st.register_type_strategy(Service, lambda _t: services())
+    st.register_type_strategy(EndpointSlice, lambda _t: endpoint_slices())
+    st.register_type_strategy(ProxyConfig, lambda _t: proxy_configs())
+    st.register_type_strategy(Node, lambda _t: nodes())
+
+
+import ipaddress  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+import attrs  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.errors import InvalidArgument  # noqa: E402
+
+from nat_verify.model.cluster import (  # noqa: E402
     Cluster,
     ContainerPort,
     Endpoint,
@@ -58,7 +80,7 @@ from nat_verify.model.cluster import (
     Service,
     ServicePort,
 )
-from nat_verify.model.packet import Packet
+from nat_verify.model.packet import Packet  # noqa: E402
 
 __all__ = [
     "CLUSTER_CIDRS",
@@ -70,6 +92,7 @@ __all__ = [
     "packets",
     "proxy_configs",
     "register_type_strategies",
+    "sample_clusters",
     "services",
 ]
 
@@ -105,7 +128,12 @@ _PORT_NAMES = ("http", "dns", "metrics", "grpc", "admin", "debug", "extra", "mor
 _AFFINITY_TIMEOUTS = (10800, 1, 60, 86400)
 _MASQUERADE_BITS = (14, 0, 1, 15, 31)
 # (ready, serving, terminating), the ordinary ready endpoint first
-_CONDITIONS = ((True, True, False), (False, True, True), (False, False, True), (False, False, False))
+_CONDITIONS = (
+    (True, True, False),
+    (False, True, True),
+    (False, False, True),
+    (False, False, False),
+)
 
 
 def _check_families(families: Sequence[int]) -> tuple[int, ...]:
@@ -235,7 +263,9 @@ def _draw_service(
             )
         )
 
-    cluster_ips = tuple(_offset(SERVICE_CIDRS[f].split("/")[0], plan.cluster_ip(draw)) for f in fams)
+    cluster_ips = tuple(
+        _offset(SERVICE_CIDRS[f].split("/")[0], plan.cluster_ip(draw)) for f in fams
+    )
     external_ips: tuple[str, ...] = ()
     if draw(st.integers(0, 1)):
         external_ips = tuple(plan.external_ip(f) for f in fams)
@@ -384,7 +414,9 @@ def _proxy_configs(draw: st.DrawFn, families: tuple[int, ...]) -> ProxyConfig:
         # "" means no detector only without cluster CIDRs (kube-proxy defaults to ClusterCIDR)
         cluster_cidrs=tuple(CLUSTER_CIDRS[f] for f in families) if mode else (),
         detect_local_mode=mode,
-        bridge_interface=draw(st.sampled_from(("cni0", "br0"))) if mode == "BridgeInterface" else "",
+        bridge_interface=draw(st.sampled_from(("cni0", "br0")))
+        if mode == "BridgeInterface"
+        else "",
         interface_name_prefix=(
             draw(st.sampled_from(("veth", "cali"))) if mode == "InterfaceNamePrefix" else ""
         ),
@@ -440,7 +472,11 @@ def services(
 
 @st.composite
 def _endpoint_slices(
-    draw: st.DrawFn, service: Service | None, n_nodes: int, families: tuple[int, ...], max_endpoints: int
+    draw: st.DrawFn,
+    service: Service | None,
+    n_nodes: int,
+    families: tuple[int, ...],
+    max_endpoints: int,
 ) -> EndpointSlice:
     plan = _Plan(families, n_nodes, False)
     svc = service if service is not None else _draw_service(draw, plan, 0, 3)
@@ -689,13 +725,37 @@ def packets(cluster: Cluster, node: str, family: int = 4) -> st.SearchStrategy[P
     return _packets()
 
 
-def register_type_strategies() -> None:
-    """Register strategies for the model types with ``st.register_type_strategy``.
+def sample_clusters(n: int, seed: int = 0, **kwargs: Any) -> list[Cluster]:
+    """``n`` clusters drawn from ``clusters(**kwargs)`` (default ``min_services=1``),
+    reproducibly for a given ``seed``, named ``random-<seed>-<i>`` (for ``verify --random``).
 
-    The callables are only called when Hypothesis resolves ``st.from_type``, so this is cheap.
+    Outside a test: runs a ``@given`` function with Hypothesis' ``seed`` decorator, generation
+    phase only, so the clusters come from Hypothesis' own search distribution. Do not call it
+    from inside a ``@given`` test (Hypothesis does not nest).
     """
-    st.register_type_strategy(Cluster, lambda _t: clusters())
-    st.register_type_strategy(Service, lambda _t: services())
-    st.register_type_strategy(EndpointSlice, lambda _t: endpoint_slices())
-    st.register_type_strategy(ProxyConfig, lambda _t: proxy_configs())
-    st.register_type_strategy(Node, lambda _t: nodes())
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    if n < 0:
+        raise InvalidArgument(f"n must be >= 0, got {n}")
+    if n == 0:
+        return []
+    kwargs.setdefault("min_services", 1)
+    out: list[Cluster] = []
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(clusters(**kwargs))
+    def collect(c: Cluster) -> None:
+        if len(out) < n:
+            out.append(attrs.evolve(c, name=f"random-{seed}-{len(out)}"))
+
+    collect()
+    return out
