@@ -307,12 +307,14 @@ def _draw_service(
 
 
 def _draw_backends(
-    draw: st.DrawFn, plan: _Plan, svc: Service, max_endpoints: int, always_slice: bool = False
+    draw: st.DrawFn, plan: _Plan, svc: Service, max_endpoints: int
 ) -> tuple[tuple[EndpointSlice, ...], tuple[Pod, ...]]:
     """The Service's endpoint pods and EndpointSlices (one per family and pod group).
 
     Endpoints are split into one or two groups; a named targetPort is resolved per group (the
-    Pods of one group share a container port number), as the EndpointSlice controller does.
+    Pods of one group share a container port number), as the EndpointSlice controller does. A
+    Service without endpoints still gets one empty slice per family, as the controller writes
+    and as the loader synthesises for it, so the cluster reads back from YAML unchanged.
     """
     fams = tuple(4 if f == "IPv4" else 6 for f in svc.ip_families)
     n_eps = draw(st.integers(0, max_endpoints))
@@ -367,8 +369,6 @@ def _draw_backends(
                         target_pod=f"{pod.namespace}/{pod.name}",
                     )
                 )
-        if size == 0 and not always_slice and not draw(st.booleans()):
-            continue  # no slice at all (rather than an empty one)
         # the EndpointSlice port carries the Service port's name and the resolved number
         slice_ports = tuple(
             EndpointPort(n, sp.protocol, sp.name) for sp, n in zip(svc.ports, resolved, strict=True)
@@ -480,7 +480,7 @@ def _endpoint_slices(
 ) -> EndpointSlice:
     plan = _Plan(families, n_nodes, False)
     svc = service if service is not None else _draw_service(draw, plan, 0, 3)
-    slices, _ = _draw_backends(draw, plan, svc, max_endpoints, always_slice=True)
+    slices, _ = _draw_backends(draw, plan, svc, max_endpoints)
     return slices[0]
 
 

@@ -12,6 +12,7 @@ live in ``runner``, ``structure`` and ``drift``; their entries here document the
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from fractions import Fraction
@@ -58,7 +59,7 @@ def describe_expectation(exp: Expectation) -> str:
     return {"reject": "REJECT (icmp port unreachable)", "drop": "DROP", "unmanaged": "no promise"}[exp.kind]
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Case:
     """One packet: where it goes, what Kubernetes allows, what the rules do."""
 
@@ -70,17 +71,25 @@ class Case:
     endpoints: tuple[EndpointInfo, ...]
     ctx: NodeContext
 
-    @property
+    @functools.cached_property
     def outcomes(self) -> list[Outcome]:
         return [o for o in self.trace.outcomes if o.verdict != "inconclusive"]
+
+    @functools.cached_property
+    def _keys(self) -> dict[int, tuple[str, int]]:
+        return {id(o): (str(o.dst), o.dport) for o in self.trace.outcomes}
+
+    def key(self, o: Outcome) -> tuple[str, int]:
+        return self._keys.get(id(o)) or (str(o.dst), o.dport)
 
     @property
     def want(self) -> str:
         return describe_expectation(self.exp)
 
     def endpoint(self, o: Outcome) -> EndpointInfo | None:
+        ip, port = self.key(o)
         for e in self.endpoints:
-            if e.ip == str(o.dst) and e.port == o.dport:
+            if e.ip == ip and e.port == port:
                 return e
         return None
 
@@ -88,7 +97,7 @@ class Case:
         return o.dnat and o.verdict in ("forward", "accept")
 
     def allowed(self, o: Outcome) -> bool:
-        return self.reached(o) and (str(o.dst), o.dport) in self.exp.endpoints
+        return self.reached(o) and self.key(o) in self.exp.endpoints
 
     def local_policy(self) -> str:
         """"NV006"/"NV005" when a Local traffic policy governs this case, else ""."""
@@ -383,7 +392,9 @@ class NV012(Invariant):
 
     def check(self, case: Case) -> Iterator[Violation]:
         if self.applies(case) and case.exp.kind == "drop" and "NV012" in case.exp.invariants:
-            yield from _must_drop(case, self.id)
+            warn = any("NV012" in w for w in case.exp.warnings)
+            for v in _must_drop(case, self.id):
+                yield attrs.evolve(v, severity="warning") if warn else v
 
 
 class NV013(Invariant):
@@ -445,7 +456,7 @@ def _masq_mismatch(case: Case, o: Outcome) -> str | None:
     """The invariant a masquerade difference on this outcome belongs to, or None."""
     if not case.allowed(o):
         return None
-    key = (str(o.dst), o.dport)
+    key = case.key(o)
     need = case.exp.masquerade_required(key)
     if need is None or o.masquerade == need:
         return None

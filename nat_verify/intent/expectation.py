@@ -228,7 +228,12 @@ def _external(
     if dest.address_class == "lb-ip" and svc.lb_source_ranges:
         allowed, why = _source_range_allows(cluster, node, svc, src, dest.family)
         if not allowed:
-            return Expectation("drop", invariants=("NV012",), reasons=(why,))
+            fam_ranges = [r for r in svc.lb_source_ranges if _family_of_range(r) == dest.family]
+            warn = () if fam_ranges else (
+                f"NV012: loadBalancerSourceRanges has no IPv{dest.family} entry; kube-proxy then filters "
+                f"no IPv{dest.family} source (only the cloud load balancer may)",
+            )  # fmt: skip
+            return Expectation("drop", invariants=("NV012",), reasons=(why,), warnings=warn)
         inv.append("NV012")
         reasons.append(why)
 
@@ -331,6 +336,13 @@ def _dnat(
         masquerade_for=tuple(per_endpoint),
         warnings=tuple(warnings),
     )
+
+
+def _family_of_range(text: str) -> int:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False).version
+    except ValueError:
+        return 0
 
 
 def _source_range_allows(

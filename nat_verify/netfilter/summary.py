@@ -220,11 +220,12 @@ def capture(before: PacketState, results: list[tuple[PacketState, str]]) -> list
     w = len(before.wlog)
     out: list[Delta] = []
     for s, v in results:
-        # a field a target wrote is replayed even when it happened to keep its value
-        written = set(s.wlog[w:])
-        changed = tuple(
-            (f, getattr(s, f)) for f in STATE_FIELDS if f in written or getattr(s, f) != getattr(before, f)
-        )
+        # only targets write packet fields, and every write is logged: replay exactly those
+        # (even a write that kept the value), plus the reason an inconclusive walk gives
+        written = dict.fromkeys(s.wlog[w:])
+        changed = tuple((f, getattr(s, f)) for f in written)
+        if s.reason != before.reason:
+            changed = (*changed, ("reason", s.reason))
         added = tuple(k for k in s.recent_set if k not in before.recent_set)
         recent = s.recent if s.recent is not before.recent else None
         out.append((s.prob / before.prob if before.prob else Fraction(0), changed, s.path[n:], added, recent, v, s.wlog[w:]))
