@@ -189,6 +189,7 @@ class SourceSpace:
         out: list[tuple[IPAddress, int, str]] = []
         to_ip = ipaddress.IPv4Address if fam == 4 else ipaddress.IPv6Address
         dst_is_loopback = dst in ctx.loopback
+        preferred = list(preferred)
         liked = sorted(int(a) for a in preferred if a.version == fam)
         for lo, hi in zip(edges, edges[1:], strict=False):
             # any member stands for its atom; show a readable one (a preferred address, or not
@@ -219,4 +220,8 @@ class SourceSpace:
                 continue
             for sp in sport_reps:
                 out.append((rep, sp, origin))
+        # classes whose representative is a preferred (readable) address first: they give the
+        # counterexamples a person is shown
+        rank = {a: i for i, a in reversed(list(enumerate(int(x) for x in preferred if x.version == fam)))}
+        out.sort(key=lambda c: rank.get(int(c[0]), len(rank)))
         return out

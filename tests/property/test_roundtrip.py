@@ -7,11 +7,23 @@ from hypothesis import strategies as st
 
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.render import render
-from nat_verify.netfilter.ruleset import BUILTIN_CHAINS, Chain, Match, Option, Rule, Ruleset, Table, Target
+from nat_verify.netfilter.ruleset import (
+    BUILTIN_CHAINS,
+    Chain,
+    Match,
+    Option,
+    Rule,
+    Ruleset,
+    Table,
+    Target,
+)
 
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=8)
 # free text: quotes, backslashes, spaces, leading dashes and '!' must all survive
-FREE = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_characters="\x7f"), max_size=24)
+FREE = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_characters="\x7f"),
+    max_size=24,
+)
 CIDR4 = st.builds(
     lambda a, b, c, d, p: f"{a}.{b}.{c}.{d}/{p}",
     st.integers(0, 255), st.integers(0, 255), st.integers(0, 255), st.integers(0, 255), st.integers(0, 32),
@@ -57,7 +69,9 @@ def targets(chains: list[str]) -> st.SearchStrategy[Target]:
                               Target("REJECT", (Option("--reject-with", ("icmp-port-unreachable",)),)),
                               Target("MASQUERADE", (Option("--random-fully"),)),
                               Target("MARK", (Option("--set-xmark", ("0x4000/0x4000",)),))])  # fmt: skip
-    dnat = st.builds(lambda p: Target("DNAT", (Option("--to-destination", (f"10.0.0.1:{p}",)),)), PORT)
+    dnat = st.builds(
+        lambda p: Target("DNAT", (Option("--to-destination", (f"10.0.0.1:{p}",)),)), PORT
+    )
     if not chains:
         return st.one_of(simple, dnat)
     jump = st.builds(lambda c, g: Target(c, (), g), st.sampled_from(chains), st.booleans())
@@ -67,7 +81,9 @@ def targets(chains: list[str]) -> st.SearchStrategy[Target]:
 @st.composite
 def rulesets(draw: st.DrawFn) -> Ruleset:
     tables = []
-    for tname in draw(st.lists(st.sampled_from(list(BUILTIN_CHAINS)), unique=True, min_size=1, max_size=3)):
+    for tname in draw(
+        st.lists(st.sampled_from(list(BUILTIN_CHAINS)), unique=True, min_size=1, max_size=3)
+    ):
         builtin = [c for c in BUILTIN_CHAINS[tname] if draw(st.booleans())]
         user = draw(st.lists(USER_CHAIN, unique=True, max_size=3))
         chains = []
