@@ -254,8 +254,10 @@ class Interpreter:
         return st
 
     def _hooks(self, packet: Packet, st: PacketState) -> list[Result]:
-        if packet.origin == "pod" and packet.dst in self.ctx.loopback:
-            st.reason = "a pod's packet to a loopback address stays on the pod's own loopback; it never reaches the node"
+        if packet.origin == "pod" and (packet.dst in self.ctx.loopback or packet.dst == packet.src):
+            # the pod's own routing table delivers loopback and its own address locally (found by
+            # the kernel oracle: such a packet never reaches the node)
+            st.reason = "a pod's packet to a loopback address or to itself stays inside the pod; it never reaches the node"
             return [(st, "POD-LOCAL")]
         if packet.origin == "host":
             return self._output_path(st)
