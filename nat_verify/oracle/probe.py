@@ -49,6 +49,9 @@ ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26
 PACKET_OUTGOING = 4
 _EE = struct.Struct("=IBBBBII")  # struct sock_extended_err
+# Whether this kernel has an SCTP stack (CONFIG_IP_SCTP): without one, SCTP delivered to the
+# node draws ICMP protocol unreachable, which tells delivery from a silent DROP.
+_KERNEL_SPEAKS_SCTP = os.path.exists("/proc/net/sctp") or os.path.exists("/proc/sys/net/sctp")
 
 # REJECT --reject-with names by ICMP (type, code); iptables' own spelling.
 REJECT_WITH = {
@@ -454,18 +457,30 @@ class Prober:
                 return Evidence(None)
             poller.poll(max(1, int(left * 1000)))
 
-    def _raw_host_local(self, event: CtEvent, key: tuple[str, str, int, str, int]) -> Evidence:
+    def _raw_host_local(
+        self, event: CtEvent, key: tuple[str, str, int, str, int], deadline: float
+    ) -> Evidence:
         """A raw (SCTP) probe from the node to itself: as in ``_host_local`` the NEW event
-        comes before filter INPUT, so an ICMP error the sniffer saw for it is a REJECT. (No
-        socket to listen with: a DROP there still reads as delivery.) ICMP protocol
-        unreachable is the node's own stack answering a protocol it does not speak (this
-        kernel has no SCTP): delivered, unless a rule says ``--reject-with
-        icmp-proto-unreachable``, which kube-proxy never writes."""
-        self._drain()
-        icmp = self._replies.pop(key[:3], None)
-        if icmp is None or icmp == (3, 2):
-            return Evidence(event)
-        return Evidence(None, icmp=icmp)
+        comes before filter INPUT, so the sniffer decides. An ICMP error is a REJECT, except
+        protocol unreachable (3/2): that is the node's own stack answering a protocol it does
+        not speak (a kernel without SCTP), i.e. the packet was delivered (kube-proxy never
+        writes ``--reject-with icmp-proto-unreachable``). On such a kernel silence is a DROP;
+        a kernel with SCTP answers delivery with an SCTP ABORT the sniffer does not see, so
+        there silence still reads as delivery."""
+        poller = select.poll()
+        assert self._sniffer is not None
+        poller.register(self._sniffer, select.POLLIN)
+        while True:
+            self._drain()
+            if key[:3] in self._replies:
+                icmp = self._replies.pop(key[:3])
+                if icmp is None or icmp == (3, 2):
+                    return Evidence(event)
+                return Evidence(None, icmp=icmp)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return Evidence(event) if _KERNEL_SPEAKS_SCTP else Evidence(None)
+            poller.poll(max(1, int(left * 1000)))
 
     def _wait(
         self,
@@ -490,7 +505,7 @@ class Prober:
                     # confirmed before filter INPUT: the verdict is still to come
                     if sock is not None:
                         return self._host_local(event, sock, deadline)
-                    return self._raw_host_local(event, key)
+                    return self._raw_host_local(event, key, deadline)
                 self._replies.pop(key[:3], None)
                 return Evidence(event)
             icmp: tuple[int, int] | None = None

@@ -27,6 +27,7 @@ from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster
 from nat_verify.model.outcome import Trace
 from nat_verify.model.packet import Packet
+from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.ruleset import Ruleset
@@ -53,10 +54,6 @@ def sendable(p: Packet, s: OracleSession) -> bool:
         if p.src.is_loopback:
             return p.dst.is_loopback
         return p.src in s.ctx.addresses
-    if p.origin == "pod" and p.src == p.dst:
-        # never leaves the pod; the model's answer for it is pinned separately below
-        # (test_pod_to_its_own_address_never_reaches_the_node)
-        return False
     return not (p.origin == "external" and p.dst.is_loopback)
 
 
@@ -333,18 +330,54 @@ def test_reject_and_drop() -> None:
         assert compare(s.model(host), k) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model gap reported to the lead: a pod's packet to its own address stays on the "
-    "pod's loopback (like 127.0.0.1), the interpreter forwards it through the node",
-)
 def test_pod_to_its_own_address_never_reaches_the_node(web1: OracleSession) -> None:
-    # Found by test_random_clusters_agree: a pod sending to its own IP (no Service involved).
-    # The pod's kernel routes its own address through lo (local table), so the node never
-    # sees the packet; the kernel oracle reports "lost". The model treats 127.0.0.0/8 from a
-    # pod this way (accept, never reaches the node) but not the pod's own address.
+    # Found by test_random_clusters_agree (the model then forwarded it through the node): a
+    # pod sending to its own IP, no Service involved. The pod's kernel routes its own address
+    # through lo (local table), so the node never sees the packet: the oracle says "lost",
+    # the model "accept, never reaches the node", as for 127.0.0.0/8.
     s = web1
     p = Packet(src="10.42.1.7", dst="10.42.1.7", dport=8080, origin="pod")
     k = s.kernel(p)
     assert k.verdict == "lost"
     assert compare(s.model(p), k) is None, compare(s.model(p), k)
+
+
+HOST_LOCAL = """*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p tcp --dport 30001 -j REJECT
+-A INPUT -p udp --dport 30001 -j REJECT
+-A INPUT -p sctp --dport 30001 -j REJECT
+-A INPUT -p tcp --dport 30002 -j DROP
+-A INPUT -p udp --dport 30002 -j DROP
+-A INPUT -p sctp --dport 30002 -j DROP
+-A INPUT -p tcp --dport 30003 -j REJECT --reject-with tcp-reset
+COMMIT
+"""
+
+
+@pytest.mark.parametrize("src", ["192.168.1.10", "127.0.0.1"])
+@pytest.mark.parametrize("proto", ["tcp", "udp", "sctp"])
+def test_host_to_itself_reject_drop_accept(src: str, proto: str) -> None:
+    # The node's own packets to itself are confirmed by conntrack at the end of POSTROUTING,
+    # before they loop back through lo into filter INPUT, so the oracle cannot take the NEW
+    # event as "accepted" (it did, until a random SCTP localhost NodePort with eTP=Local
+    # showed a DROP as delivery). INPUT decides: REJECT (ICMP 3/3, or a RST), DROP (silence),
+    # or delivery to the node (no rule: port 30009).
+    ruleset = parse(HOST_LOCAL, source="host-local")
+    ctx = NodeContext(family=4, addresses=("192.168.1.10",), local_pod_cidrs=("10.42.1.0/24",))
+    expected = {
+        30001: "reject",
+        30002: "drop",
+        30003: "reject" if proto == "tcp" else "accept",
+        30009: "accept",
+    }
+    packets = [
+        Packet(src=src, dst=src, dport=port, proto=proto, origin="host") for port in expected
+    ]
+    with OracleSession.open(ruleset, ctx, packets) as s:
+        for p in packets:
+            k = s.kernel(p)
+            assert k.verdict == expected[p.dport], (p, k)
+            assert compare(s.model(p), k) is None, compare(s.model(p), k)
