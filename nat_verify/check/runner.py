@@ -237,7 +237,9 @@ def _check_affinity(
                 location=loc(dest.service),
             ))  # fmt: skip
             continue
-        for age in (1.0, float(timeout - 1)):
+        # xt_recent --rcheck --seconds T matches while the entry is younger than T: probe right
+        # after the first connection and just before the timeout
+        for age in sorted({0.0, max(0.0, timeout - 0.5)}):
             state = RecentState.of({k: age for k in o.recent_set})
             again = attrs.evolve(pkt, sport=pkt.sport + 1)
             tr = interp.trace(again, state)
