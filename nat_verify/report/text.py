@@ -226,9 +226,12 @@ def finding_lines(f: Mapping[str, Any]) -> list[Text]:
     head = Text()
     head.append(safe(f.get("invariant", "")), style="bold")
     head.append(" ")
-    head.append_text(_status_text(str(f.get("status", "violated"))))
-    head.append(f"  {safe(where(f.get('service', ''), f.get('node', '')))}  ")
     severity = str(f.get("severity", "error"))
+    status = str(f.get("status", "violated"))
+    if severity == "warning" and status == "violated":
+        status = "warning"  # a warning violates nothing: say what it is
+    head.append_text(_status_text(status) if status != "warning" else Text("warning", style=SEVERITY_STYLE.get(severity, "")))
+    head.append(f"  {safe(where(f.get('service', ''), f.get('node', '')))}  ")
     head.append(f"[{safe(severity)}]", style=SEVERITY_STYLE.get(severity, ""))
     lines = [head, Text(f"  {safe(f.get('message', ''))}")]
     for label, value in (
