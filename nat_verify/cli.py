@@ -368,6 +368,49 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
     click.echo(text, nl=False)
 
 
+# -- diff -------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("dump_a", type=click.Path(dir_okay=False))
+@click.argument("dump_b", type=click.Path(dir_okay=False))
+@click.option("--cluster", "cluster_path", multiple=True, help="Kubernetes YAML describing the cluster")
+@click.option("--node", help="the node (with --cluster)")
+@click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
+@click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@guarded
+def diff(
+    dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
+    pod_cidrs: tuple[str, ...], fmt: str,
+) -> None:  # fmt: skip
+    """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
+    from nat_verify.check.equivalence import equivalent
+
+    a = load_dump(dump_a)
+    b = load_dump(dump_b, a.family)
+    cluster = load_cluster(cluster_path) if cluster_path else None
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
+    res = equivalent(a, b, ctx)
+    d = res.difference
+    if fmt == "json":
+        doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
+        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        click.echo(json.dumps(doc, indent=2))
+    elif d is None:
+        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+    else:
+        from nat_verify.model.outcome import Trace
+        from nat_verify.report.text import render_trace_text
+
+        click.echo(f"different after {res.classes} packet classes: {d.packet}")
+        click.echo(f"--- {dump_a}")
+        click.echo(render_trace_text(Trace(d.packet, d.a)), nl=False)
+        click.echo(f"+++ {dump_b}")
+        click.echo(render_trace_text(Trace(d.packet, d.b)), nl=False)
+    sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive else EXIT_OK)
+
+
 # -- oracle -----------------------------------------------------------------------------------
 
 

@@ -216,3 +216,28 @@ def test_trace_conformance_case_through_cli(tmp_path: Path) -> None:
             assert {o["destination"] for o in outs} == exp.endpoints
         elif exp.kind in ("DROP", "REJECT"):
             assert {o["verdict"] for o in outs} == {exp.kind.lower()}
+
+
+def test_diff_restore_and_save_spelling_are_equivalent(node1_dump: Path, tmp_path: Path) -> None:
+    code, restore, _ = run("compile", WEB, "--node", "node-1")
+    p = tmp_path / "node-1.restore"
+    p.write_text(restore)
+    code, out, _ = run("diff", str(node1_dump), str(p), "--cluster", WEB, "--node", "node-1", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["equivalent"] is True and doc["classes"] > 50
+
+
+def test_diff_finds_the_packet_that_differs(node1_dump: Path, tmp_path: Path) -> None:
+    # drop the REJECT-free hairpin rule of one endpoint: only that pod reaching itself differs
+    lines = node1_dump.read_text().splitlines()
+    victim = next(ln for ln in lines if ln.startswith("-A KUBE-SEP-") and "-s 10.42.1.7/32" in ln)
+    p = tmp_path / "b.save"
+    p.write_text("\n".join(ln for ln in lines if ln != victim) + "\n")
+    code, out, _ = run("diff", str(node1_dump), str(p), "--cluster", WEB, "--node", "node-1", "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["packet"]["src"].startswith("10.42.1.7:")  # the endpoint itself: hairpin
+    masq_a = {o["destination"]: o["masquerade"] for o in doc["a"]}
+    masq_b = {o["destination"]: o["masquerade"] for o in doc["b"]}
+    assert masq_a["10.42.1.7:8080"] is True and masq_b["10.42.1.7:8080"] is False

@@ -1,0 +1,140 @@
+"""Are two rulesets equivalent on a node? Every packet class, or one packet that differs.
+
+The packet space is cut into classes exactly as the exhaustive checker does (``atoms``), only
+over both rulesets' constants at once: destination addresses by every ``-d`` CIDR, the node's
+addresses, loopback and the pod networks; destination ports by every ``--dport`` constant of
+the rules that can see that destination; protocols by every ``-p``; sources by the source
+constants of both. Inside a class neither ruleset can tell two packets apart, so comparing one
+representative per class compares all packets. Outcomes are compared as distributions over
+(verdict, translated destination and source, masquerade, REJECT type): which rules fired does
+not matter, what happens to the packet does.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from collections.abc import Iterator
+from fractions import Fraction
+
+import attrs
+
+from nat_verify.check.atoms import SourceSpace
+from nat_verify.model.cluster import IPAddress, IPNetwork
+from nat_verify.model.outcome import Outcome
+from nat_verify.model.packet import Packet
+from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.interpreter import Interpreter
+from nat_verify.netfilter.ruleset import Rule, Ruleset
+
+PROTOS = ("tcp", "udp", "sctp")
+
+
+@attrs.frozen
+class Difference:
+    packet: Packet
+    a: tuple[Outcome, ...]
+    b: tuple[Outcome, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"packet": self.packet.to_json(), "a": [o.to_json() for o in self.a], "b": [o.to_json() for o in self.b]}
+
+
+@attrs.frozen
+class Equivalence:
+    difference: Difference | None
+    classes: int  # packet classes compared
+    inconclusive: int  # classes where either side could not be decided
+
+
+def _rules(rs: Ruleset) -> Iterator[Rule]:
+    for t in rs.tables:
+        for c in t.chains:
+            yield from c.rules
+
+
+def _nets(text: str) -> list[IPNetwork]:
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            continue
+    return out
+
+
+def _dports(rule: Rule) -> list[int]:
+    out = []
+    for m in rule.matches:
+        for o in m.options:
+            if o.name in ("--dport", "--destination-port", "--dports", "--destination-ports", "--ports"):
+                for part in o.value.split(","):
+                    lo, sep, hi = part.partition(":")
+                    try:
+                        a = int(lo) if lo else 0
+                        b = int(hi) if (sep and hi) else (65535 if sep else a)
+                    except ValueError:
+                        continue
+                    out += [a, b + 1]
+    return out
+
+
+def _signature(outcomes: tuple[Outcome, ...]) -> dict[tuple[object, ...], Fraction]:
+    sig: dict[tuple[object, ...], Fraction] = defaultdict(Fraction)
+    for o in outcomes:
+        sig[(o.verdict, o.dst, o.dport, o.src, o.sport, o.masquerade, o.reject_with, o.reason if o.verdict == "inconclusive" else "")] += o.probability
+    return dict(sig)
+
+
+def _representatives(bounds: list[int], top: int) -> list[int]:
+    edges = sorted({0, top, *[b for b in bounds if 0 <= b <= top]})
+    return [lo if hi - lo <= 2 else lo + 1 for lo, hi in zip(edges, edges[1:], strict=False)]
+
+
+def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
+    """The first packet class on which ``a`` and ``b`` differ, or None when they never do."""
+    fam = ctx.family
+    ia, ib = Interpreter(a, ctx), Interpreter(b, ctx)
+    sa, sb = SourceSpace(ia), SourceSpace(ib)
+    rules = [*_rules(a), *_rules(b)]
+    dst_nets: set[IPNetwork] = {*ctx.pod_cidrs, *ctx.local_pod_cidrs, ctx.loopback}
+    dst_nets.update(ipaddress.ip_network(x) for x in ctx.addresses)
+    by_rule: list[tuple[list[IPNetwork], list[int]]] = []
+    protos = {"tcp"}
+    for r in rules:
+        d = r.core_option("-d")
+        nets = [n for n in _nets(d.value) if n.version == fam] if d is not None else []
+        dst_nets.update(nets)
+        by_rule.append(([] if (d is None or d.negated) else nets, _dports(r)))
+        p = r.core_option("-p")
+        if p is not None and p.value in PROTOS:
+            protos.add(p.value)
+    bounds = []
+    for n in dst_nets:
+        if n.version == fam:
+            bounds += [int(n.network_address), int(n.broadcast_address) + 1]
+    top = 1 << (32 if fam == 4 else 128)
+    to_ip = ipaddress.IPv4Address if fam == 4 else ipaddress.IPv6Address
+    classes = inconclusive = 0
+    for rep in _representatives(bounds, top):
+        dst: IPAddress = to_ip(rep)
+        if dst.is_multicast or dst.is_unspecified or (fam == 4 and rep >> 24 == 0):
+            continue
+        ports: list[int] = []
+        for nets, dports in by_rule:
+            if not nets or any(dst in n for n in nets):
+                ports += dports
+        for dport in _representatives(ports, 65536):
+            if dport == 0:
+                continue
+            for proto in sorted(protos):
+                extra = sb.constants(dst, dport, proto)[0] | sa.constants(dst, dport, proto)[0]
+                for src, sport, origin in sa.classes(ctx, dst, dport, proto, extra):
+                    pkt = Packet(src=src, dst=dst, dport=dport, sport=sport, proto=proto, origin=origin)  # type: ignore[arg-type]
+                    ta, tb = ia.trace(pkt), ib.trace(pkt)
+                    classes += 1
+                    if ta.inconclusive or tb.inconclusive:
+                        inconclusive += 1
+                    if _signature(ta.outcomes) != _signature(tb.outcomes):
+                        return Equivalence(Difference(pkt, ta.outcomes, tb.outcomes), classes, inconclusive)
+    return Equivalence(None, classes, inconclusive)
