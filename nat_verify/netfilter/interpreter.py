@@ -207,7 +207,8 @@ class Interpreter:
         self.info = summary.analyse({k: [cr.rule for cr in ch.rules] for k, ch in self.chains.items()}, ctx)
         self._memo: dict[tuple[str, str], dict[tuple[object, ...], list[summary.Delta]]] = {}
         self._memo_size = 0
-        self.whole = summary.merge(self.info.values())
+        # the hooks themselves read the destination (routing: local, loopback, pod routes)
+        self.whole = summary.merge([*self.info.values(), summary.routing_info(ctx)])
         self._traces: dict[tuple[object, ...], tuple[tuple[Outcome, int], ...]] = {}
 
     # -- public API -----------------------------------------------------------------------
@@ -217,7 +218,8 @@ class Interpreter:
         if not self.memo or not self.whole.ok:
             return Trace(packet, tuple(o for o, _ in _collect(packet, self._hooks(packet, st))))
         # the whole walk is a function of the packet's class (see summary): replay it
-        key = (packet.origin, st.in_iface, summary.state_key(self.whole, st))
+        # (the walk before any chain also asks whether a pod talks to itself: key on that too)
+        key = (packet.origin, st.in_iface, packet.dst == packet.src, summary.state_key(self.whole, st))
         templates = self._traces.get(key)
         if templates is None:
             templates = _collect(packet, self._hooks(packet, st))

@@ -178,6 +178,14 @@ def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict
     return out
 
 
+def routing_info(ctx: NodeContext) -> ChainInfo:
+    """What the routing decision between the hooks reads: the destination against the node's
+    addresses, loopback, pod networks and routes."""
+    nets = [*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
+            *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]  # fmt: skip
+    return ChainInfo({"dst"}, _bounds(nets), [], True)
+
+
 def merge(infos: Iterable[ChainInfo]) -> ChainInfo:
     """One ChainInfo covering several chains (a sequence of hooks, or the whole ruleset)."""
     reads: set[str] = set()
