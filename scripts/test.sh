@@ -10,4 +10,7 @@ else
     echo "test.sh: not root: kernel-oracle tests will be skipped (system packages not installed)" >&2
 fi
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# the style the project holds itself to: ruff and mypy clean
+python3 -m ruff check nat_verify tests bench
+python3 -m mypy nat_verify
 python3 -m pytest "$@"

@@ -54,7 +54,7 @@ def _src_constants(rule: Rule) -> list[IPNetwork]:
             if o is not None:
                 lo, _, hi = o.value.partition("-")
                 try:
-                    out.extend(ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo)))  # type: ignore[arg-type]
+                    out.extend(ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo)))
                 except (ValueError, TypeError):
                     continue
         if m.module == "conntrack":

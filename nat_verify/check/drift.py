@@ -68,7 +68,7 @@ def drift(cluster: Cluster, node: str, ruleset: Ruleset) -> list[DriftItem]:
     want = _kube_rules(expected)
     have = _kube_rules(ruleset)
     owners = chain_owners(cluster, ruleset.family)
-    per_service: dict[str, dict[str, list]] = defaultdict(lambda: {"missing": [], "extra": [], "lines": []})  # type: ignore[type-arg]
+    per_service: dict[str, dict[str, list]] = defaultdict(lambda: {"missing": [], "extra": [], "lines": []})
 
     def owner(chain: str, comment: str) -> str:
         if chain in owners:

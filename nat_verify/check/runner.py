@@ -14,6 +14,7 @@ when an error finding exists.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -101,10 +102,8 @@ def _extra_constants(cluster: Cluster, dest: Destination) -> list[IPNetwork]:
     out: list[IPNetwork] = []
 
     def add(text: str) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             out.append(ipaddress.ip_network(text, strict=False))
-        except ValueError:
-            pass
 
     svc, _ = find_service_port(cluster, dest.service, dest.proto)
     for n in cluster.nodes:

@@ -44,8 +44,8 @@ import attrs
 from nat_verify.model.cluster import IPAddress
 from nat_verify.model.outcome import Outcome, Step, Trace
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.context import NodeContext, Route
 from nat_verify.netfilter import summary
+from nat_verify.netfilter.context import NodeContext, Route
 from nat_verify.netfilter.matches import Pred, RuleError, Unknown, compile_matches
 from nat_verify.netfilter.parse import DumpError
 from nat_verify.netfilter.ruleset import Rule, Ruleset

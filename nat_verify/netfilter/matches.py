@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -28,7 +28,7 @@ class Unknown:
     reason: str
 
 
-Verdict = Union[bool, Fraction, Unknown]
+Verdict = bool | Fraction | Unknown
 Pred = Callable[["PacketState"], Verdict]
 
 PROTO_NUMBERS = {"tcp": 6, "udp": 17, "sctp": 132, "icmp": 1, "icmpv6": 58, "ipv6-icmp": 58, "udplite": 136}
@@ -136,6 +136,43 @@ def core_pred(o: Option, ctx: NodeContext) -> Pred:
     return lambda st: Unknown(f"core option {o.name}")
 
 
+def _const(v: bool) -> Pred:
+    return lambda st: v
+
+
+def _either(a: Pred, b: Pred) -> Pred:
+    def p(st: PacketState) -> Verdict:
+        return bool(a(st)) or bool(b(st))
+
+    return p
+
+
+def _field_equals(field: str, value: object) -> Pred:
+    def p(st: PacketState) -> Verdict:
+        return bool(getattr(st, field) == value)
+
+    return p
+
+
+def _in_range(field: str, lo: object, hi: object) -> Pred:
+    def p(st: PacketState) -> Verdict:
+        return bool(lo <= getattr(st, field) <= hi)
+
+    return p
+
+
+def _in_any(field: str, nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> Pred:
+    def p(st: PacketState) -> Verdict:
+        return any(getattr(st, field) in n for n in nets)
+
+    return p
+
+
+def _icmp_type(st: PacketState) -> Verdict:
+    # the model's packets carry no ICMP type: an icmp match on an ICMP packet cannot be decided
+    return Unknown("icmp type of the packet") if st.proto in ("icmp", "icmpv6") else False
+
+
 def _unknown(reason: str) -> Pred:
     u = Unknown(reason)
     return lambda st: u
@@ -211,9 +248,7 @@ def _module_preds(m: Match, rule: Rule, ctx: NodeContext) -> list[Pred]:
             elif o.name in ("--sports", "--source-ports"):
                 preds.append(_neg(_port_pred("sport", o.value), o.negated))
             elif o.name == "--ports":
-                pp = _port_pred("dport", o.value)
-                sp = _port_pred("sport", o.value)
-                preds.append(_neg(lambda st: bool(pp(st)) or bool(sp(st)), o.negated))
+                preds.append(_neg(_either(_port_pred("dport", o.value), _port_pred("sport", o.value)), o.negated))
             else:
                 preds.append(_unknown(f"multiport {o.name}"))
         return preds
@@ -253,11 +288,10 @@ def _module_preds(m: Match, rule: Rule, ctx: NodeContext) -> list[Pred]:
             elif o.name == "--ctorigsrcport":
                 preds.append(_neg(_port_pred("orig_sport", o.value), o.negated))
             elif o.name == "--ctproto":
-                proto = o.value.lower()
-                preds.append(_neg(lambda st, p=proto: st.proto == p, o.negated))
+                preds.append(_neg(_field_equals("proto", o.value.lower()), o.negated))
             elif o.name == "--ctdir":
-                d = o.value.upper()
-                preds.append(_neg(lambda st, d=d: d == "ORIGINAL", o.negated))
+                # the first packet travels in the original direction
+                preds.append(_neg(_const(o.value.upper() == "ORIGINAL"), o.negated))
             else:
                 preds.append(_unknown(f"conntrack {o.name}"))
         return preds
@@ -288,14 +322,14 @@ def _module_preds(m: Match, rule: Rule, ctx: NodeContext) -> list[Pred]:
                 lo, hi = ipaddress.ip_address(lo_s), ipaddress.ip_address(hi_s or lo_s)
             except ValueError:
                 raise RuleError(f"expected ADDR-ADDR, received {o.value!r}") from None
-            preds.append(_neg(lambda st, f=field, lo=lo, hi=hi: lo <= getattr(st, f) <= hi, o.negated))
+            preds.append(_neg(_in_range(field, lo, hi), o.negated))
         return preds
     if mod == "pkttype":
-        o = m.get("--pkt-type")
-        if o is None:
+        pt = m.get("--pkt-type")
+        if pt is None:
             return [_unknown("pkttype without --pkt-type")]
-        t = o.value.lower()
-        return [_neg(lambda st: t == ("multicast" if st.dst.is_multicast else "unicast"), o.negated)]
+        t = pt.value.lower()
+        return [_neg(lambda st: t == ("multicast" if st.dst.is_multicast else "unicast"), pt.negated)]
     if mod == "set":
         for o in m.options:
             if o.name != "--match-set":
@@ -312,10 +346,10 @@ def _module_preds(m: Match, rule: Rule, ctx: NodeContext) -> list[Pred]:
                 preds.append(_unknown(f"ipset {name!r} ({flags}): its members are not known"))
                 continue
             field = "src" if first == "src" else "dst"
-            preds.append(_neg(lambda st, f=field, ms=members: any(getattr(st, f) in n for n in ms), o.negated))
+            preds.append(_neg(_in_any(field, members), o.negated))
         return preds
     if mod in ("icmp", "icmp6", "icmpv6"):
-        return [lambda st: st.proto in ("icmp", "icmpv6") and Unknown("icmp type of the packet")]  # type: ignore[return-value]
+        return [_icmp_type]
     return [_unknown(f"match module {mod!r} is not modelled")]
 
 
@@ -323,7 +357,8 @@ def _recent_pred(m: Match) -> Pred:
     name_o = m.get("--name")
     name = name_o.value if name_o else "DEFAULT"
     rdest = m.get("--rdest") is not None
-    if m.get("--mask") is not None and m.get("--mask").value not in ("255.255.255.255", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"):  # type: ignore[union-attr]
+    mask = m.get("--mask")
+    if mask is not None and mask.value not in ("255.255.255.255", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"):
         return _unknown("recent --mask other than a full mask")
     if m.get("--hitcount") or m.get("--rttl"):
         return _unknown("recent --hitcount/--rttl needs hit history")
@@ -335,7 +370,7 @@ def _recent_pred(m: Match) -> Pred:
             continue
         neg = o.negated
 
-        def p(st: PacketState, verb: str = verb) -> Verdict:
+        def p(st: PacketState, verb: str = verb, neg: bool = neg) -> Verdict:
             key = (name, str(st.dst if rdest else st.src))
             if verb == "--set":
                 st.recent_add(key)

@@ -46,10 +46,7 @@ STRING_OPTIONS = frozenset({"--comment", "--log-prefix", "--nflog-prefix", "--he
 
 # Targets that are not chains. Anything else must be a chain of the same table.
 KNOWN_TARGETS = frozenset(
-    """ACCEPT DROP REJECT RETURN QUEUE NFQUEUE DNAT SNAT MASQUERADE REDIRECT NETMAP MARK
-    CONNMARK LOG NFLOG ULOG TRACE CT NOTRACK CLASSIFY DSCP TOS TTL HL TCPMSS TPROXY CHECKSUM
-    SET AUDIT SECMARK CONNSECMARK IDLETIMER LED RATEEST SYNPROXY TEE HMARK CLUSTERIP ECN
-    MIRROR""".split()
+    ["ACCEPT", "DROP", "REJECT", "RETURN", "QUEUE", "NFQUEUE", "DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "MARK", "CONNMARK", "LOG", "NFLOG", "ULOG", "TRACE", "CT", "NOTRACK", "CLASSIFY", "DSCP", "TOS", "TTL", "HL", "TCPMSS", "TPROXY", "CHECKSUM", "SET", "AUDIT", "SECMARK", "CONNSECMARK", "IDLETIMER", "LED", "RATEEST", "SYNPROXY", "TEE", "HMARK", "CLUSTERIP", "ECN", "MIRROR"]
 )
 
 
@@ -248,11 +245,12 @@ def _parse_counters(text: str) -> tuple[int, int]:
 def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = None) -> Ruleset:
     """Parse a whole dump. ``family`` is inferred from the header or addresses when None."""
     if isinstance(text, bytes):
+        data = text
         try:
-            text = text.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            line = text[: e.start].count(b"\n") + 1
-            raise DumpError(source, line, f"not text: invalid UTF-8 byte 0x{text[e.start]:02x}") from None
+            line = data[: e.start].count(b"\n") + 1
+            raise DumpError(source, line, f"not text: invalid UTF-8 byte 0x{data[e.start]:02x}") from None
     return _Parser(source, family).run(text.split("\n"))
 
 
@@ -416,7 +414,7 @@ class _Parser:
                         self.family = net.version
                     elif net.version != self.family:
                         raise self.err(no, f"IPv{net.version} address {part!r} in an IPv{self.family} dump")
-                if len(_ADDR_FAMILY) < _INTERN_LIMIT:
+                if len(_ADDR_FAMILY) < _INTERN_LIMIT and self.family is not None:
                     _ADDR_FAMILY[o.value] = self.family
 
     def commit(self, no: int) -> None:

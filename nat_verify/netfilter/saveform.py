@@ -67,10 +67,7 @@ def _norm_target(t: Target, family: int) -> Target:
             elif o.name == "--and-mark":
                 v = int(o.value, 0)
                 out.append(Option("--set-xmark", (f"0x0/{_hex(~v & 0xFFFFFFFF)}",)))
-            elif o.name == "--set-mark":
-                v, m = _mark_pair(o.value)
-                out.append(Option("--set-xmark", (f"{_hex(v)}/{_hex(0xFFFFFFFF if m is None else m)}",)))
-            elif o.name == "--set-xmark":
+            elif o.name == "--set-mark" or o.name == "--set-xmark":
                 v, m = _mark_pair(o.value)
                 out.append(Option("--set-xmark", (f"{_hex(v)}/{_hex(0xFFFFFFFF if m is None else m)}",)))
             else:

@@ -84,7 +84,7 @@ def _addr_constants(rule: Rule) -> Iterable[ipaddress.IPv4Network | ipaddress.IP
             if o.name in ("--src-range", "--dst-range"):
                 lo, _, hi = o.value.partition("-")
                 try:
-                    yield from ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo))  # type: ignore[misc, arg-type]
+                    yield from ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo))
                 except (ValueError, TypeError):
                     continue
             elif o.name in ("--ctorigdst", "--ctorigsrc"):
