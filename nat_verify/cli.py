@@ -83,6 +83,12 @@ def load_dump(path: str, family: int | None = None) -> Ruleset:
     return parse_file(path, family=family)
 
 
+def require_node(cluster: Cluster, node: str) -> None:
+    if node not in {n.name for n in cluster.nodes}:
+        names = ", ".join(n.name for n in cluster.nodes) or "none"
+        raise InputError("--node", f"no node {node!r} in the cluster (nodes: {names})")
+
+
 def context_from_options(
     cluster: Cluster | None, node: str | None, node_ips: Sequence[str], pod_cidrs: Sequence[str], family: int
 ) -> NodeContext:
@@ -91,11 +97,8 @@ def context_from_options(
 
         if not node:
             raise InputError("--node", "--cluster needs --node NAME")
-        try:
-            return node_context(cluster, node, family)
-        except KeyError:
-            names = ", ".join(n.name for n in cluster.nodes) or "none"
-            raise InputError("--node", f"no node {node!r} in the cluster (nodes: {names})") from None
+        require_node(cluster, node)
+        return node_context(cluster, node, family)
     if not node_ips:
         raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR]")
     try:
@@ -327,9 +330,7 @@ def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output:
 
     ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path)
-    if node not in {n.name for n in cluster.nodes}:
-        names = ", ".join(n.name for n in cluster.nodes) or "none"
-        raise InputError("--node", f"no node {node!r} in the cluster (nodes: {names})")
+    require_node(cluster, node)
     rep = check_ruleset(cluster, node, ruleset)
     report = build_report(
         rep.results, rep.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
@@ -357,9 +358,7 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
     from nat_verify.netfilter.saveform import to_save_form
 
     cluster = load_cluster(path)
-    if node not in {n.name for n in cluster.nodes}:
-        names = ", ".join(n.name for n in cluster.nodes) or "none"
-        raise InputError("--node", f"no node {node!r} in the cluster (nodes: {names})")
+    require_node(cluster, node)
     fam = 6 if family == "ipv6" else 4
     text = compile_node(cluster, node, fam)
     if style == "save":

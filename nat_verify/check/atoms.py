@@ -26,6 +26,12 @@ import ipaddress
 from collections.abc import Iterable
 
 from nat_verify.model.cluster import IPAddress, IPNetwork
+from nat_verify.netfilter.constants import (
+    SRC_PORT_OPTIONS,
+    address_constants,
+    networks,
+    port_boundaries,
+)
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.ruleset import Rule
@@ -34,50 +40,15 @@ SPORT_DEFAULT = 40000
 
 
 def _nets_of_option(value: str) -> list[IPNetwork]:
-    out = []
-    for part in value.split(","):
-        try:
-            out.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            continue
-    return out
+    return networks(value)
 
 
 def _src_constants(rule: Rule) -> list[IPNetwork]:
-    out: list[IPNetwork] = []
-    s = rule.core_option("-s")
-    if s is not None:
-        out.extend(_nets_of_option(s.value))
-    for m in rule.matches:
-        if m.module == "iprange":
-            o = m.get("--src-range")
-            if o is not None:
-                lo, _, hi = o.value.partition("-")
-                try:
-                    out.extend(ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo)))
-                except (ValueError, TypeError):
-                    continue
-        if m.module == "conntrack":
-            o = m.get("--ctorigsrc")
-            if o is not None:
-                out.extend(_nets_of_option(o.value))
-    return out
+    return list(address_constants(rule, "src"))
 
 
 def _sport_constants(rule: Rule) -> list[int]:
-    out = []
-    for m in rule.matches:
-        for o in m.options:
-            if o.name in ("--sport", "--source-port", "--sports", "--source-ports", "--ports"):
-                for part in o.value.split(","):
-                    lo, sep, hi = part.partition(":")
-                    try:
-                        a = int(lo) if lo else 0
-                        b = int(hi) if (sep and hi) else (65535 if sep else a)
-                    except ValueError:
-                        continue
-                    out.extend([a, b + 1])
-    return out
+    return port_boundaries(rule, SRC_PORT_OPTIONS)
 
 
 def _may_match_dst(rule: Rule, dst: IPAddress, dport: int, proto: str) -> bool:

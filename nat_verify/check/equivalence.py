@@ -23,6 +23,7 @@ from nat_verify.check.atoms import SourceSpace
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.model.outcome import Outcome
 from nat_verify.model.packet import Packet
+from nat_verify.netfilter.constants import DST_PORT_OPTIONS, networks, port_boundaries
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.ruleset import Rule, Ruleset
@@ -54,29 +55,11 @@ def _rules(rs: Ruleset) -> Iterator[Rule]:
 
 
 def _nets(text: str) -> list[IPNetwork]:
-    out = []
-    for part in text.split(","):
-        try:
-            out.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            continue
-    return out
+    return networks(text)
 
 
 def _dports(rule: Rule) -> list[int]:
-    out = []
-    for m in rule.matches:
-        for o in m.options:
-            if o.name in ("--dport", "--destination-port", "--dports", "--destination-ports", "--ports"):
-                for part in o.value.split(","):
-                    lo, sep, hi = part.partition(":")
-                    try:
-                        a = int(lo) if lo else 0
-                        b = int(hi) if (sep and hi) else (65535 if sep else a)
-                    except ValueError:
-                        continue
-                    out += [a, b + 1]
-    return out
+    return port_boundaries(rule, DST_PORT_OPTIONS)
 
 
 def _signature(outcomes: tuple[Outcome, ...]) -> dict[tuple[object, ...], Fraction]:

@@ -26,6 +26,12 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from nat_verify.netfilter.constants import (
+    DST_PORT_OPTIONS,
+    SRC_PORT_OPTIONS,
+    address_constants,
+    port_boundaries,
+)
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.ruleset import Rule
 
@@ -72,43 +78,11 @@ def rule_reads(rule: Rule) -> set[str] | None:
 
 
 def _addr_constants(rule: Rule) -> Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    for o in rule.core:
-        if o.name in ("-s", "-d"):
-            for part in o.value.split(","):
-                try:
-                    yield ipaddress.ip_network(part, strict=False)
-                except ValueError:
-                    continue
-    for m in rule.matches:
-        for o in m.options:
-            if o.name in ("--src-range", "--dst-range"):
-                lo, _, hi = o.value.partition("-")
-                try:
-                    yield from ipaddress.summarize_address_range(ipaddress.ip_address(lo), ipaddress.ip_address(hi or lo))
-                except (ValueError, TypeError):
-                    continue
-            elif o.name in ("--ctorigdst", "--ctorigsrc"):
-                for part in o.value.split(","):
-                    try:
-                        yield ipaddress.ip_network(part, strict=False)
-                    except ValueError:
-                        continue
+    return address_constants(rule)
 
 
 def _port_constants(rule: Rule) -> Iterable[int]:
-    for m in rule.matches:
-        for o in m.options:
-            if o.name in ("--dport", "--destination-port", "--sport", "--source-port", "--dports", "--sports",
-                          "--ports", "--destination-ports", "--source-ports", "--ctorigdstport", "--ctorigsrcport"):  # fmt: skip
-                for part in o.value.split(","):
-                    lo, sep, hi = part.partition(":")
-                    try:
-                        a = int(lo) if lo else 0
-                        b = int(hi) if (sep and hi) else (65535 if sep else a)
-                    except ValueError:
-                        continue
-                    yield a
-                    yield b + 1
+    return port_boundaries(rule, SRC_PORT_OPTIONS | DST_PORT_OPTIONS)
 
 
 class ChainInfo:
