@@ -12,8 +12,9 @@ Sources (Kubernetes documentation and KEPs, not kube-proxy's code):
 * "Service Traffic Policy" / KEP-2086: ``Local`` means only endpoints on the same node
   (EndpointSlice ``nodeName``).
 * "Topology Aware Routing": hints restrict the cluster-wide set to endpoints hinted for the
-  node's zone when every ready endpoint carries hints and one is hinted for that zone; hints are
-  not used with ``internalTrafficPolicy: Local``.
+  node's zone when every ready endpoint carries hints and one is hinted for that zone; hints
+  never touch the node-local set that ``internalTrafficPolicy: Local`` uses, but an iTP=Local
+  Service's external addresses (eTP=Cluster) still use the narrowed cluster-wide set.
 * Ports: the EndpointSlice port whose ``name`` and ``protocol`` equal the Service port's is the
   resolved ``targetPort`` (a named targetPort resolves per Pod, so the slice carries the number).
 """
@@ -182,7 +183,10 @@ def _hint_filter(
     cluster: Cluster, node: str, svc: Service, ready: list[EndpointInfo]
 ) -> list[EndpointInfo] | None:
     """Ready endpoints hinted for this node's zone, or None when hints do not apply."""
-    if svc.internal_traffic_policy == "Local" or not ready:
+    # hints never touch the node-local set (which internalTrafficPolicy=Local uses); the
+    # cluster-wide set that an iTP=Local Service still uses for its external addresses is
+    # narrowed like any other's (kube-proxy pkg/proxy/topology.go CategorizeEndpoints)
+    if not ready:
         return None
     n = index(cluster).nodes.get(node)
     zone = n.zone if n is not None else ""

@@ -50,9 +50,28 @@ NODEPORT_ADDRESSES = _one_node(
 )  # fmt: skip
 
 
+# found by this test (thorough profile): zone hints with internalTrafficPolicy=Local; kube-proxy
+# narrows the cluster-wide set (used by the eTP=Cluster NodePort) to this zone, intent ignored hints
+_ZONE = "topology.kubernetes.io/zone"
+HINTS_WITH_ITP_LOCAL = Cluster(
+    (Service("team-a", "svc-3", (ServicePort(443, "UDP", "", 8021, 30094),), type="NodePort",
+             cluster_ips=("10.43.0.16",), selector=(("app", "svc-3"),), internal_traffic_policy="Local"),),
+    (EndpointSlice("team-a", "svc-3-ipv4-0", "svc-3", "IPv4", (
+        Endpoint(("10.42.0.8",), node_name="node-0", zone="zone-a", hint_zones=("zone-a",)),
+        Endpoint(("10.42.1.5",), node_name="node-1", zone="zone-b", hint_zones=("zone-b",)),
+    ), (EndpointPort(8021, "UDP", ""),)),),
+    (Node("node-0", ("192.168.1.10",), ("10.42.0.0/24",), ((_ZONE, "zone-a"),)),
+     Node("node-1", ("192.168.1.11",), ("10.42.1.0/24",), ((_ZONE, "zone-b"),))),
+    (),
+    ProxyConfig(cluster_cidrs=("10.42.0.0/16",), detect_local_mode="ClusterCIDR"),
+    name="pinned-hints",
+)  # fmt: skip
+
+
 @given(nvst.clusters(max_nodes=3, max_services=4, max_endpoints=4, families=(4, 6)))
 @example(V6_ONLY_RANGES)
 @example(NODEPORT_ADDRESSES)
+@example(HINTS_WITH_ITP_LOCAL)
 def test_compiled_rules_satisfy_every_invariant(cluster: Cluster) -> None:
     report = verify_cluster(cluster)
     errors = [f for f in report.findings if f.severity == "error"]
