@@ -80,7 +80,11 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 
 
 def load_dump(path: str, family: int | None = None) -> Ruleset:
-    return parse_file(path, family=family)
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    ruleset = parse_file(path, family=family)
+    validate_ruleset(ruleset)
+    return ruleset
 
 
 def require_node(cluster: Cluster, node: str) -> None:

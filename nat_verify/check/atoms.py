@@ -99,7 +99,7 @@ class SourceSpace:
             ch = self.interp.chains[key]
             positions = range(len(ch.rules)) if dst is None else (ch.candidates(dst[0]) or range(len(ch.rules)))
             for i in positions:
-                r = ch.rules[i].rule
+                r = ch.raw[i]
                 if dst is not None and not _may_match_dst(r, *dst):
                     continue
                 nxt = (key[0], r.target.name)
@@ -116,7 +116,7 @@ class SourceSpace:
             ch = self.interp.chains[key]
             positions = ch.candidates(dst) or range(len(ch.rules))
             for i in positions:
-                r = ch.rules[i].rule
+                r = ch.raw[i]
                 if _may_match_dst(r, dst, dport, proto):
                     src.update(_src_constants(r))
                     sport.update(_sport_constants(r))

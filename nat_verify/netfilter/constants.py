@@ -7,6 +7,7 @@ They cut the packet space into classes that no rule can tell apart: chain summar
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Iterator
 
@@ -18,12 +19,18 @@ DST_PORT_OPTIONS = frozenset({"--dport", "--destination-port", "--dports", "--de
 ADDR_OPTIONS = {"src": frozenset({"-s", "--src-range", "--ctorigsrc"}), "dst": frozenset({"-d", "--dst-range", "--ctorigdst"})}
 
 
+@functools.lru_cache(maxsize=1 << 18)
+def parse_network(text: str) -> IPNetwork:
+    """``ipaddress.ip_network(text, strict=False)``, remembered: dumps repeat their addresses."""
+    return ipaddress.ip_network(text, strict=False)
+
+
 def networks(text: str) -> list[IPNetwork]:
     """The CIDRs of a comma-separated address option (unparsable parts are skipped)."""
     out = []
     for part in text.split(","):
         try:
-            out.append(ipaddress.ip_network(part, strict=False))
+            out.append(parse_network(part))
         except ValueError:
             continue
     return out

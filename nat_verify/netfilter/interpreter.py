@@ -139,28 +139,50 @@ class _CompiledRule:
 
 
 class _Chain:
-    """A chain's rules, compiled, with an optional destination index."""
+    """A chain's rules, compiled on first use, with an optional destination index.
 
-    def __init__(self, table: str, name: str, policy: str | None, rules: list[_CompiledRule], index: bool) -> None:
+    Compiling is lazy because a packet meets a handful of the thousands of chains of a large
+    dump: ``nat-verify trace`` on a 10,000-Service node should not compile them all.
+    """
+
+    def __init__(
+        self, table: str, name: str, policy: str | None, raw: tuple[Rule, ...], index: bool, ctx: NodeContext
+    ) -> None:
         self.table = table
         self.name = name
         self.policy = policy
-        self.rules = rules
+        self.raw = raw
+        self.ctx = ctx
+        self._rules: list[_CompiledRule] | None = None
         self.by_dst: dict[IPAddress, list[int]] | None = None
         self.any_dst: list[int] = []
         self._cache: dict[IPAddress, list[int]] = {}
-        if index and len(rules) >= 8:
+        if index and len(raw) >= 8:
             by_dst: dict[IPAddress, list[int]] = {}
-            for i, cr in enumerate(rules):
-                d = cr.rule.core_option("-d")
+            for i, r in enumerate(raw):
+                d = r.core_option("-d")
                 addr = _exact(d.value) if (d is not None and not d.negated) else None
                 if addr is None:
                     self.any_dst.append(i)
                 else:
                     by_dst.setdefault(addr, []).append(i)
             # index only when most rules are keyed by an exact destination
-            if len(self.any_dst) * 4 <= len(rules):
+            if len(self.any_dst) * 4 <= len(raw):
                 self.by_dst = by_dst
+
+    @property
+    def rules(self) -> list[_CompiledRule]:
+        if self._rules is None:
+            compiled = []
+            for i, r in enumerate(self.raw, 1):
+                try:
+                    preds = tuple(compile_matches(r, self.ctx))
+                    err = ""
+                except RuleError as e:
+                    preds, err = (), f"line {r.line}: {e}"
+                compiled.append(_CompiledRule(r, i, preds, err, Step(self.table, self.name, i, r.line, r.target.name)))
+            self._rules = compiled
+        return self._rules
 
     def candidates(self, dst: IPAddress) -> list[int] | None:
         if self.by_dst is None:
@@ -191,20 +213,13 @@ class Interpreter:
         self.ctx = ctx
         self._routes: dict[IPAddress, Route] = {}
         self._nat: dict[str, tuple[IPAddress | None, int | None]] = {}
-        self.chains: dict[tuple[str, str], _Chain] = {}
-        for t in ruleset.tables:
-            for c in t.chains:
-                compiled = []
-                for i, r in enumerate(c.rules, 1):
-                    try:
-                        preds = tuple(compile_matches(r, ctx))
-                        err = ""
-                    except RuleError as e:
-                        preds, err = (), f"line {r.line}: {e}"
-                    compiled.append(_CompiledRule(r, i, preds, err, Step(t.name, c.name, i, r.line, r.target.name)))
-                self.chains[(t.name, c.name)] = _Chain(t.name, c.name, c.policy, compiled, not linear)
+        self.chains: dict[tuple[str, str], _Chain] = {
+            (t.name, c.name): _Chain(t.name, c.name, c.policy, c.rules, not linear, ctx)
+            for t in ruleset.tables
+            for c in t.chains
+        }
         self.memo = (not linear) if memo is None else memo
-        self.info = summary.analyse({k: [cr.rule for cr in ch.rules] for k, ch in self.chains.items()}, ctx)
+        self.info = summary.analyse({k: list(ch.raw) for k, ch in self.chains.items()}, ctx)
         self._memo: dict[tuple[str, str], dict[tuple[object, ...], list[summary.Delta]]] = {}
         self._memo_size = 0
         # the hooks themselves read the destination (routing: local, loopback, pod routes)
@@ -740,8 +755,10 @@ def returns_through_node(packet: Packet, outcome: Outcome, ctx: NodeContext) -> 
     return any(outcome.dst in n for n in ctx.local_pod_cidrs) or ctx.is_local(outcome.dst)
 
 
-def check_ruleset(ruleset: Ruleset, ctx: NodeContext) -> None:
-    """Raise DumpError for a rule whose options are malformed (found at load, not per packet)."""
+def validate_ruleset(ruleset: Ruleset, ctx: NodeContext | None = None) -> None:
+    """Raise DumpError for a rule whose options are malformed (a bad port, mark or probability),
+    so that bad input is refused at load rather than found per packet."""
+    ctx = ctx or NodeContext(family=ruleset.family, addresses=())
     for t in ruleset.tables:
         for c in t.chains:
             for r in c.rules:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from nat_verify.netfilter.constants import parse_network
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.ruleset import Match, Option, Rule
 from nat_verify.netfilter.saveform import P31, stored_probability
@@ -55,7 +56,7 @@ def _neg(pred: Pred, negated: bool) -> Pred:
 
 def _networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     try:
-        return tuple(ipaddress.ip_network(p, strict=False) for p in text.split(","))
+        return tuple(parse_network(p) for p in text.split(","))
     except ValueError:
         raise RuleError(f"expected an address or CIDR, received {text!r}") from None
 

@@ -107,12 +107,12 @@ def _bounds(nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> li
 
 def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict[tuple[str, str], ChainInfo]:
     """ChainInfo for every chain (transitively through jumps and gotos)."""
-    direct: dict[tuple[str, str], tuple[set[str], set, set[int], bool, set[tuple[str, str]]]] = {}
-    ctx_nets = [*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
-                *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]  # fmt: skip
+    direct: dict[tuple[str, str], tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]] = {}
+    ctx_bounds = set(_bounds([*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
+                              *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]))  # fmt: skip
     for key, rules in chains.items():
         reads: set[str] = set()
-        nets: set = set()
+        bounds: set[int] = set()
         ports: set[int] = set()
         ok = True
         calls: set[tuple[str, str]] = set()
@@ -122,19 +122,21 @@ def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict
                 ok = False
                 continue
             reads |= rr
-            nets.update(_addr_constants(r))
+            for n in _addr_constants(r):
+                bounds.add(int(n.network_address))
+                bounds.add(int(n.broadcast_address) + 1)
             ports.update(_port_constants(r))
             if (key[0], r.target.name) in chains:
                 calls.add((key[0], r.target.name))
             if r.target.name in ("MASQUERADE", "REDIRECT") or any(m.module in ("addrtype", "pkttype") for m in r.matches):
-                nets.update(ctx_nets)
-        direct[key] = (reads, nets, ports, ok, calls)
+                bounds |= ctx_bounds
+        direct[key] = (reads, bounds, ports, ok, calls)
     out: dict[tuple[str, str], ChainInfo] = {}
     for key in chains:
-        reads: set[str] = set()  # type: ignore[no-redef]
-        nets: set = set()  # type: ignore[no-redef]
-        ports: set[int] = set()  # type: ignore[no-redef]
-        ok = True
+        reads_t: set[str] = set()
+        bounds_t: set[int] = set()
+        ports_t: set[int] = set()
+        ok_t = True
         seen = set()
         todo = [key]
         while todo:
@@ -142,13 +144,13 @@ def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict
             if k in seen:
                 continue
             seen.add(k)
-            r_, n_, p_, ok_, c_ = direct[k]
-            reads |= r_
-            nets |= n_
-            ports |= p_
-            ok = ok and ok_
+            r_, b_, p_, ok_, c_ = direct[k]
+            reads_t |= r_
+            bounds_t |= b_
+            ports_t |= p_
+            ok_t = ok_t and ok_
             todo.extend(c_)
-        out[key] = ChainInfo(set(sorted(reads)), _bounds(nets), sorted(ports), ok)
+        out[key] = ChainInfo(reads_t, sorted(bounds_t), sorted(ports_t), ok_t)
     return out
 
 

@@ -81,6 +81,7 @@ BAD_DUMPS = {
     "truncated.save": ("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\n", 3),
     "before-table.save": ("-A PREROUTING -j ACCEPT\n", 1),
     "bad-jump.save": ("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j KUBE-NOPE\nCOMMIT\n", 3),
+    "bad-port.save": ("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -p tcp -m tcp --dport 99999 -j ACCEPT\nCOMMIT\n", 3),
     "huge.save": ("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -m comment --comment " + "y" * 1_048_576 + "\nCOMMIT\n", 3),
 }
 
