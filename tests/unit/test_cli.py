@@ -242,3 +242,11 @@ def test_diff_finds_the_packet_that_differs(node1_dump: Path, tmp_path: Path) ->
     masq_a = {o["destination"]: o["masquerade"] for o in doc["a"]}
     masq_b = {o["destination"]: o["masquerade"] for o in doc["b"]}
     assert masq_a["10.42.1.7:8080"] is True and masq_b["10.42.1.7:8080"] is False
+
+
+def test_verify_random_clusters_are_reproducible() -> None:
+    code, out, _ = run("verify", WEB, "--random", "2", "--seed", "3", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["clusters"] == ["random-3-0", "random-3-1", "web-svc"]
+    assert {r["status"] for r in doc["results"]} == {"proved"}
