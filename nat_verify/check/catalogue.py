@@ -113,7 +113,9 @@ class Case:
 
 class Invariant:
     id: ClassVar[str]
+    name: ClassVar[str]  # CamelCase, for SARIF rule names
     title: ClassVar[str]
+    description: ClassVar[str]  # the one-paragraph statement (DESIGN.md's table, expanded)
     reference: ClassVar[str]
     classes: ClassVar[tuple[str, ...]] = ALL_CLASSES
 
@@ -163,7 +165,9 @@ class NV001(_Reach):
     https://kubernetes.io/docs/reference/networking/virtual-ips/
     """
 
-    id, title = "NV001", "ClusterIP traffic is DNATed to a usable endpoint"
+    id, name = "NV001", "ClusterIPReachesEndpoint"
+    description = "A packet to ClusterIP:port of a Service with usable endpoints is DNATed to one of them, on the endpoint's targetPort, and never elsewhere."
+    title = "ClusterIP traffic is DNATed to a usable endpoint"
     reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/"
     classes = ("cluster-ip",)
 
@@ -177,7 +181,9 @@ class NV002(_Reach):
     https://kubernetes.io/docs/concepts/services-networking/service/#type-nodeport
     """
 
-    id, title = "NV002", "NodePort, externalIP and LoadBalancer traffic is DNATed to a usable endpoint"
+    id, name = "NV002", "NodePortReachesEndpoint"
+    description = 'Every NodePort address (nodePortAddresses, localhost NodePorts), externalIP and LoadBalancer IP leads to a usable endpoint of the Service.'
+    title = "NodePort, externalIP and LoadBalancer traffic is DNATed to a usable endpoint"
     reference = "https://kubernetes.io/docs/concepts/services-networking/service/#type-nodeport"
     classes = EXTERNAL
 
@@ -189,7 +195,9 @@ class NV003(Invariant):
     on every address of the Service and from every origin (issue 60124: pods, FORWARD path).
     """
 
-    id, title = "NV003", "A Service without usable endpoints is rejected"
+    id, name = "NV003", "NoEndpointsRejected"
+    description = 'A Service with no usable endpoints is REJECTed, never silently dropped or forwarded without NAT.'
+    title = "A Service without usable endpoints is rejected"
     reference = "https://github.com/kubernetes/kubernetes/issues/17359"
 
     def check(self, case: Case) -> Iterator[Violation]:
@@ -219,7 +227,9 @@ class NV004(Invariant):
     reply to come back. https://kubernetes.io/docs/tutorials/services/source-ip/
     """
 
-    id, title = "NV004", "externalTrafficPolicy=Cluster masquerades external traffic"
+    id, name = "NV004", "ClusterPolicyMasquerades"
+    description = 'With externalTrafficPolicy=Cluster, external traffic is masqueraded (the client IP is lost).'
+    title = "externalTrafficPolicy=Cluster masquerades external traffic"
     reference = "https://kubernetes.io/docs/tutorials/services/source-ip/"
     classes = EXTERNAL
 
@@ -237,7 +247,9 @@ class NV005(Invariant):
     https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
     """
 
-    id, title = "NV005", "externalTrafficPolicy=Local keeps the client IP and uses local endpoints only"
+    id, name = "NV005", "LocalPolicyKeepsClientIP"
+    description = 'With externalTrafficPolicy=Local, external traffic keeps its client IP and reaches only local endpoints; with none local it is dropped; pod and host sources are short-circuited to the cluster endpoints.'
+    title = "externalTrafficPolicy=Local keeps the client IP and uses local endpoints only"
     reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy"
     classes = EXTERNAL
 
@@ -260,7 +272,9 @@ class NV006(Invariant):
     https://kubernetes.io/docs/concepts/services-networking/service-traffic-policy/
     """
 
-    id, title = "NV006", "internalTrafficPolicy=Local uses local endpoints only"
+    id, name = "NV006", "InternalLocalPolicy"
+    description = 'With internalTrafficPolicy=Local, ClusterIP traffic reaches only local endpoints; with none local it is dropped.'
+    title = "internalTrafficPolicy=Local uses local endpoints only"
     reference = "https://kubernetes.io/docs/concepts/services-networking/service-traffic-policy/"
     classes = ("cluster-ip",)
 
@@ -281,7 +295,9 @@ class NV007(Invariant):
     check allows n * 2^-31 in total and nothing more: 5-decimal probabilities (issue 34321) fail.
     """
 
-    id, title = "NV007", "Every endpoint is chosen with probability 1/n"
+    id, name = "NV007", "UniformEndpointChoice"
+    description = "Each of n endpoints is chosen with probability exactly 1/n, within the kernel's 2^-31 quantisation of the statistic match."
+    title = "Every endpoint is chosen with probability 1/n"
     reference = "https://github.com/kubernetes/kubernetes/pull/83599"
 
     def check(self, case: Case) -> Iterator[Violation]:
@@ -311,7 +327,9 @@ class NV008(Invariant):
     meets the conntrack entry that would un-DNAT it.
     """
 
-    id, title = "NV008", "Hairpin traffic is masqueraded"
+    id, name = "NV008", "HairpinMasquerade"
+    description = 'A pod that reaches itself through a Service is masqueraded.'
+    title = "Hairpin traffic is masqueraded"
     reference = "https://github.com/kubernetes/kubernetes/issues/20475"
 
     def check(self, case: Case) -> Iterator[Violation]:
@@ -326,7 +344,9 @@ class NV009(Invariant):
     https://kubernetes.io/docs/tutorials/services/source-ip/#source-ip-for-services-with-type-clusterip
     """
 
-    id, title = "NV009", "ClusterIP traffic from outside the cluster is masqueraded"
+    id, name = "NV009", "OffClusterMasquerade"
+    description = 'ClusterIP traffic from outside the cluster, as the local-traffic detector defines it, is masqueraded (all of it with masqueradeAll).'
+    title = "ClusterIP traffic from outside the cluster is masqueraded"
     reference = "https://kubernetes.io/docs/tutorials/services/source-ip/"
     classes = ("cluster-ip",)
 
@@ -343,7 +363,9 @@ class NV010(Invariant):
     itself chose so (no local-traffic detector, Local policy semantics).
     """
 
-    id, title = "NV010", "DNAT to another node from an off-node client is masqueraded"
+    id, name = "NV010", "ReturnPath"
+    description = "A DNAT to an endpoint on another node from an off-node client is masqueraded so the reply returns through this node's conntrack."
+    title = "DNAT to another node from an off-node client is masqueraded"
     reference = "https://github.com/kubernetes/kubernetes/issues/44916"
 
     def check(self, case: Case) -> Iterator[Violation]:
@@ -375,7 +397,9 @@ class NV011(Invariant):
     Service docs, "Session stickiness". Checked over two connections in ``runner``.
     """
 
-    id, title = "NV011", "sessionAffinity=ClientIP keeps a client on its endpoint"
+    id, name = "NV011", "SessionAffinity"
+    description = 'With sessionAffinity=ClientIP, a client sent to an endpoint keeps it within the timeout.'
+    title = "sessionAffinity=ClientIP keeps a client on its endpoint"
     reference = "https://kubernetes.io/docs/reference/networking/virtual-ips/#session-affinity"
 
 
@@ -386,7 +410,9 @@ class NV012(Invariant):
     specified client IPs". NodePorts are not covered (issue 33586, by design).
     """
 
-    id, title = "NV012", "Traffic from outside loadBalancerSourceRanges is dropped"
+    id, name = "NV012", "LoadBalancerSourceRanges"
+    description = 'LoadBalancer IP traffic from outside loadBalancerSourceRanges is dropped.'
+    title = "Traffic from outside loadBalancerSourceRanges is dropped"
     reference = "https://kubernetes.io/docs/concepts/services-networking/service/#loadbalancer"
     classes = ("lb-ip",)
 
@@ -404,7 +430,9 @@ class NV013(Invariant):
     https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/1669-proxy-terminating-endpoints
     """
 
-    id, title = "NV013", "Terminating endpoints are used only when no ready endpoint exists"
+    id, name = "NV013", "TerminatingFallback"
+    description = 'Terminating (serving) endpoints receive traffic only when the Service has no ready endpoint.'
+    title = "Terminating endpoints are used only when no ready endpoint exists"
     reference = "https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/1669-proxy-terminating-endpoints"
 
     def check(self, case: Case) -> Iterator[Violation]:
@@ -422,14 +450,18 @@ class NV014(Invariant):
     and cleared before MASQUERADE (issues 19983, 78948), MASQUERADE --random-fully (76699), the
     CVE-2020-8558 martian DROP with localhost NodePorts. Checked in ``structure`` and ``runner``."""
 
-    id, title = "NV014", "The ruleset is well-formed"
+    id, name = "NV014", "RulesetStructure"
+    description = 'No jump to a missing chain, no orphaned KUBE chain, no unreachable rule; the masquerade mark is set with a mask and cleared before MASQUERADE.'
+    title = "The ruleset is well-formed"
     reference = "https://github.com/kubernetes/kubernetes/issues/78948"
 
 
 class NV015(Invariant):
     """Drift: the dump's Services and endpoints match the cluster state (``drift``)."""
 
-    id, title = "NV015", "The dump matches the cluster state"
+    id, name = "NV015", "Drift"
+    description = "The dump's Services and endpoints match the cluster state: no stale endpoint, no missing Service."
+    title = "The dump matches the cluster state"
     reference = "https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/3453-minimize-iptables-restore"
 
 
