@@ -154,7 +154,7 @@ def parse_rule_args(
             pending_neg = True
             i += 1
             continue
-        if not _is_option(tok, quoted):
+        if quoted or len(tok) < 2 or tok[0] != "-" or tok[1].isdigit():
             raise ValueError(f"unexpected argument {tok!r} (not after an option)")
         i += 1
         if tok in ("-m", "--match"):
@@ -188,15 +188,16 @@ def parse_rule_args(
         pending_neg = False
         while i < n:
             t, q = tokens[i]
-            if t == "!" and not q:
-                # old spelling: "--opt ! value" negates this option
-                if i + 1 < n and not _is_option(*tokens[i + 1]) and not args:
-                    neg = True
-                    i += 1
-                    continue
-                break
-            if _is_option(t, q):
-                break
+            if not q and t[:1] in ("-", "!"):
+                if t == "!":
+                    # old spelling: "--opt ! value" negates this option
+                    if i + 1 < n and not _is_option(*tokens[i + 1]) and not args:
+                        neg = True
+                        i += 1
+                        continue
+                    break
+                if len(t) > 1 and not t[1].isdigit():
+                    break  # the next option
             args.append(t)
             i += 1
         name = CORE_OPTIONS.get(tok)
