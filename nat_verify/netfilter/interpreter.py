@@ -208,7 +208,9 @@ def _exact(text: str) -> IPAddress | None:
 class Interpreter:
     """Runs packets through one ruleset on one node. Build once, trace many packets."""
 
-    def __init__(self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False, memo: bool | None = None) -> None:
+    def __init__(
+        self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False, memo: bool | None = None, replay_after: int = 32
+    ) -> None:
         self.ruleset = ruleset
         self.ctx = ctx
         self._routes: dict[IPAddress, Route] = {}
@@ -219,22 +221,25 @@ class Interpreter:
             for c in t.chains
         }
         self.memo = (not linear) if memo is None else memo
-        self.info = summary.analyse({k: list(ch.raw) for k, ch in self.chains.items()}, ctx)
+        self.analyser = summary.Analyser({k: ch.raw for k, ch in self.chains.items()}, ctx)
         self._memo: dict[tuple[str, str], dict[tuple[object, ...], list[summary.Delta]]] = {}
         self._memo_size = 0
-        # the hooks themselves read the destination (routing: local, loopback, pod routes)
-        self.whole = summary.merge([*self.info.values(), summary.routing_info(ctx)])
+        self._traced = 0
+        self.replay_after = replay_after
         self._traces: dict[tuple[object, ...], tuple[tuple[Outcome, int], ...]] = {}
 
     # -- public API -----------------------------------------------------------------------
 
     def trace(self, packet: Packet, recent: RecentState | None = None) -> Trace:
         st = self._initial(packet, recent)
-        if not self.memo or not self.whole.ok:
+        self._traced += 1
+        # whole traces are replayed once the interpreter is in steady use: the analysis of every
+        # chain it needs is not worth it for a handful of packets on a large dump
+        if not self.memo or self._traced <= self.replay_after or not (whole := self.analyser.whole()).ok:
             return Trace(packet, tuple(o for o, _ in _collect(packet, self._hooks(packet, st))))
         # the whole walk is a function of the packet's class (see summary): replay it
         # (the walk before any chain also asks whether a pod talks to itself: key on that too)
-        key = (packet.origin, st.in_iface, packet.dst == packet.src, summary.state_key(self.whole, st))
+        key = (packet.origin, st.in_iface, packet.dst == packet.src, summary.state_key(whole, st))
         templates = self._traces.get(key)
         if templates is None:
             templates = _collect(packet, self._hooks(packet, st))
@@ -386,7 +391,7 @@ class Interpreter:
     def _call(self, ch: _Chain, s: PacketState, depth: int) -> list[Result]:
         """Run a chain from its first rule, through its summary when one applies."""
         key = (ch.table, ch.name)
-        info = self.info[key]
+        info = self.analyser.info(key)
         if not (self.memo and info.ok):
             return self._run_chain(ch, s, 0, depth)
         k = summary.state_key(info, s)

@@ -105,18 +105,32 @@ def _bounds(nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> li
     return sorted(b)
 
 
-def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict[tuple[str, str], ChainInfo]:
-    """ChainInfo for every chain (transitively through jumps and gotos)."""
-    direct: dict[tuple[str, str], tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]] = {}
-    ctx_bounds = set(_bounds([*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
-                              *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]))  # fmt: skip
-    for key, rules in chains.items():
+class Analyser:
+    """ChainInfo per chain, computed on demand (transitively through jumps and gotos).
+
+    Lazy because a packet meets a handful of a large dump's chains; ``whole()`` (every chain,
+    for replaying whole traces) is computed only when asked for.
+    """
+
+    def __init__(self, chains: dict[tuple[str, str], tuple[Rule, ...]], ctx: NodeContext) -> None:
+        self.chains = chains
+        self.ctx_bounds = set(_bounds([*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
+                                       *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]))  # fmt: skip
+        self.ctx = ctx
+        self._direct: dict[tuple[str, str], tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]] = {}
+        self._info: dict[tuple[str, str], ChainInfo] = {}
+        self._whole: ChainInfo | None = None
+
+    def direct(self, key: tuple[str, str]) -> tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]:
+        d = self._direct.get(key)
+        if d is not None:
+            return d
         reads: set[str] = set()
         bounds: set[int] = set()
         ports: set[int] = set()
         ok = True
         calls: set[tuple[str, str]] = set()
-        for r in rules:
+        for r in self.chains[key]:
             rr = rule_reads(r)
             if rr is None:
                 ok = False
@@ -126,17 +140,21 @@ def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict
                 bounds.add(int(n.network_address))
                 bounds.add(int(n.broadcast_address) + 1)
             ports.update(_port_constants(r))
-            if (key[0], r.target.name) in chains:
+            if (key[0], r.target.name) in self.chains:
                 calls.add((key[0], r.target.name))
             if r.target.name in ("MASQUERADE", "REDIRECT") or any(m.module in ("addrtype", "pkttype") for m in r.matches):
-                bounds |= ctx_bounds
-        direct[key] = (reads, bounds, ports, ok, calls)
-    out: dict[tuple[str, str], ChainInfo] = {}
-    for key in chains:
-        reads_t: set[str] = set()
-        bounds_t: set[int] = set()
-        ports_t: set[int] = set()
-        ok_t = True
+                bounds |= self.ctx_bounds
+        d = self._direct[key] = (reads, bounds, ports, ok, calls)
+        return d
+
+    def info(self, key: tuple[str, str]) -> ChainInfo:
+        i = self._info.get(key)
+        if i is not None:
+            return i
+        reads: set[str] = set()
+        bounds: set[int] = set()
+        ports: set[int] = set()
+        ok = True
         seen = set()
         todo = [key]
         while todo:
@@ -144,36 +162,38 @@ def analyse(chains: dict[tuple[str, str], list[Rule]], ctx: NodeContext) -> dict
             if k in seen:
                 continue
             seen.add(k)
-            r_, b_, p_, ok_, c_ = direct[k]
-            reads_t |= r_
-            bounds_t |= b_
-            ports_t |= p_
-            ok_t = ok_t and ok_
+            r_, b_, p_, ok_, c_ = self.direct(k)
+            reads |= r_
+            bounds |= b_
+            ports |= p_
+            ok = ok and ok_
             todo.extend(c_)
-        out[key] = ChainInfo(reads_t, sorted(bounds_t), sorted(ports_t), ok_t)
-    return out
+        i = self._info[key] = ChainInfo(reads, sorted(bounds), sorted(ports), ok)
+        return i
+
+    def whole(self) -> ChainInfo:
+        """One ChainInfo for the whole ruleset and the routing decision between the hooks."""
+        if self._whole is None:
+            reads: set[str] = {"dst"}
+            bounds: set[int] = set(_bounds_of_routing(self.ctx))
+            ports: set[int] = set()
+            ok = True
+            for key in self.chains:
+                r_, b_, p_, ok_, _ = self.direct(key)
+                reads |= r_
+                bounds |= b_
+                ports |= p_
+                ok = ok and ok_
+            self._whole = ChainInfo(reads, sorted(bounds), sorted(ports), ok)
+        return self._whole
 
 
-def routing_info(ctx: NodeContext) -> ChainInfo:
+def _bounds_of_routing(ctx: NodeContext) -> list[int]:
     """What the routing decision between the hooks reads: the destination against the node's
     addresses, loopback, pod networks and routes."""
     nets = [*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
             *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]  # fmt: skip
-    return ChainInfo({"dst"}, _bounds(nets), [], True)
-
-
-def merge(infos: Iterable[ChainInfo]) -> ChainInfo:
-    """One ChainInfo covering several chains (a sequence of hooks, or the whole ruleset)."""
-    reads: set[str] = set()
-    ab: set[int] = set()
-    pb: set[int] = set()
-    ok = True
-    for i in infos:
-        reads |= i.reads
-        ab.update(i.addr_bounds)
-        pb.update(i.port_bounds)
-        ok = ok and i.ok
-    return ChainInfo(reads, sorted(ab), sorted(pb), ok)
+    return _bounds(nets)
 
 
 def state_key(info: ChainInfo, s: PacketState) -> tuple[object, ...]:

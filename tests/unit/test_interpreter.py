@@ -18,7 +18,7 @@ CTX = NodeContext(family=4, addresses=("192.168.0.2",), pod_cidrs=("10.0.0.0/8",
 def interp(nat: str = "", filter_: str = "", *, memo: bool = True) -> Interpreter:
     text = f"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n{filter_}COMMIT\n"
     text += f"*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n{nat}COMMIT\n"
-    return Interpreter(parse(text), CTX, memo=memo)
+    return Interpreter(parse(text), CTX, memo=memo, replay_after=0)
 
 
 def ext(dst: str, dport: int = 80, src: str = "203.0.113.9", proto: str = "tcp") -> Packet:
