@@ -24,7 +24,7 @@ from nat_verify.intent import Destination, Expectation
 from nat_verify.intent.endpoints import EndpointInfo
 from nat_verify.model.outcome import Outcome, Trace
 from nat_verify.netfilter.context import NodeContext
-from nat_verify.netfilter.interpreter import returns_through_node
+from nat_verify.netfilter.interpreter import reply
 from nat_verify.netfilter.saveform import P31
 
 ALL_CLASSES = ("cluster-ip", "node-port", "localhost-node-port", "external-ip", "lb-ip")
@@ -382,7 +382,7 @@ class NV010(Invariant):
             e = case.endpoint(o)
             if e is not None and e.local:
                 continue  # an endpoint on this node answers through this node (its EndpointSlice nodeName)
-            if not returns_through_node(case.trace.packet, o, case.ctx):
+            if reply(case.trace.packet, o, case.ctx).broken:
                 yield case.violation(
                     self.id,
                     f"the reply from {o.dst} to off-node client {case.src} bypasses this node's conntrack "

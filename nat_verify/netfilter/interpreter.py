@@ -16,7 +16,7 @@ The first packet of a connection is walked through the hooks in kernel order:
 
 NAT is decided once per connection (conntrack): nat chains see only this first packet, and a
 packet marked untracked (raw ``NOTRACK``/``CT --notrack``) skips them. ``reply()`` gives the
-reply direction, reverse-translated as conntrack does.
+reply direction: reverse-translated by conntrack when it comes back through this node.
 
 Randomness is exact. ``statistic --mode random --probability p`` matches with probability
 ``round(p * 2^31) / 2^31`` (the threshold the kernel stores), so the walk forks: one branch
@@ -733,14 +733,35 @@ def _collect(packet: Packet, results: list[Result]) -> tuple[tuple[Outcome, int]
     return tuple(merged.values())
 
 
-def reply(packet: Packet, outcome: Outcome) -> tuple[str, int, str, int]:
-    """The reply as the client sees it after conntrack reverses the NAT: (src, sport, dst, dport).
+@attrs.frozen
+class Reply:
+    """The reply to a translated connection: as the endpoint sends it, and as the client gets it."""
 
-    The endpoint answers ``outcome.dst:dport`` -> ``outcome.src:sport``; conntrack rewrites it
-    back to ``packet.dst:dport`` -> ``packet.src:sport``, but only if the reply comes back
-    through this node (see ``returns_through_node``).
+    sent: tuple[IPAddress, int, IPAddress, int]  # (src, sport, dst, dport) leaving the endpoint
+    received: tuple[IPAddress, int, IPAddress, int]  # what reaches the client
+    through_node: bool  # whether this node's conntrack saw (and reversed) it
+
+    @property
+    def broken(self) -> bool:
+        """The client gets an answer from an address it did not call: it drops it."""
+        # (a reply bypasses the node only when the destination was translated: see
+        # returns_through_node, so it then always comes from another address)
+        return not self.through_node
+
+
+def reply(packet: Packet, outcome: Outcome, ctx: NodeContext) -> Reply:
+    """The reply direction of a connection the rules translated.
+
+    The endpoint answers ``outcome.dst:dport`` -> ``outcome.src:sport``. If that reply comes
+    back through this node, conntrack reverses both translations and the client sees
+    ``packet.dst:dport`` -> ``packet.src:sport``, the address it called; if not, the client sees
+    the endpoint's own address.
     """
-    return (str(packet.dst), packet.dport, str(packet.src), packet.sport)
+    sent = (outcome.dst, outcome.dport, outcome.src, outcome.sport)
+    through = returns_through_node(packet, outcome, ctx)
+    if through:
+        return Reply(sent, (packet.dst, packet.dport, packet.src, packet.sport), True)
+    return Reply(sent, (outcome.dst, outcome.dport, packet.src, packet.sport), False)
 
 
 def returns_through_node(packet: Packet, outcome: Outcome, ctx: NodeContext) -> bool:

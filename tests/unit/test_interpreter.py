@@ -171,3 +171,21 @@ def test_addrtype_local_includes_loopback_and_node_addresses() -> None:
     host = Packet(src="127.0.0.1", dst="127.0.0.1", dport=80, origin="host")
     # OUTPUT path: no nat rule in OUTPUT here, so no DNAT for the host's packet
     assert {o.dnat for o in it.trace(host).outcomes} == {False}
+
+
+def test_reply_is_reversed_only_when_it_comes_back_through_the_node() -> None:
+    from nat_verify.netfilter.interpreter import reply
+
+    it = interp("-A PREROUTING -d 10.96.0.1/32 -j DNAT --to-destination 10.0.2.5:8080\n")
+    p = ext("10.96.0.1")
+    (o,) = it.trace(p).outcomes
+    # 10.0.2.5 is a pod on another node (not in this node's 10.0.1.0/24) and the client is off the
+    # node: without masquerade the endpoint answers the client directly, from its own address
+    r = reply(p, o, CTX)
+    assert r.sent == (o.dst, 8080, p.src, p.sport)
+    assert not r.through_node and r.broken and str(r.received[0]) == "10.0.2.5"
+    # an endpoint on this node answers through it: conntrack restores the address the client called
+    it2 = interp("-A PREROUTING -d 10.96.0.1/32 -j DNAT --to-destination 10.0.1.5:8080\n")
+    (o2,) = it2.trace(p).outcomes
+    r2 = reply(p, o2, CTX)
+    assert r2.through_node and not r2.broken and str(r2.received[0]) == "10.96.0.1" and r2.received[1] == 80
