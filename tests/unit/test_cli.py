@@ -177,6 +177,15 @@ def test_check_tolerates_foreign_chains_and_order(node1_dump: Path, tmp_path: Pa
         "-A CNI-HOSTPORT-DNAT -p tcp -m tcp --dport 8081 -j DNAT --to-destination 10.42.1.99:80",
         "-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE",
     ]
+    # and another order: kube-proxy writes Services in Go map order, so a real dump's
+    # KUBE-SERVICES blocks come in any order (the nodeports rule stays last)
+    nat_start = lines.index("*nat")
+    svc = [i for i, ln in enumerate(lines) if i > nat_start and ln.startswith("-A KUBE-SERVICES ") and "nodeports" not in ln]
+    assert len(svc) >= 1
+    moved = [lines[i] for i in svc]
+    for i in sorted(svc, reverse=True):
+        del lines[i]
+    lines[svc[0]:svc[0]] = moved[::-1]
     p = tmp_path / "with-foreign.save"
     p.write_text("\n".join(lines) + "\n")
     code, out, _ = run("check", str(p), "--cluster", WEB, "--node", "node-1", "--format", "json")
@@ -250,3 +259,23 @@ def test_verify_random_clusters_are_reproducible() -> None:
     doc = json.loads(out)
     assert doc["clusters"] == ["random-3-0", "random-3-1", "web-svc"]
     assert {r["status"] for r in doc["results"]} == {"proved"}
+
+
+def test_check_accepts_services_in_another_order(tmp_path: Path) -> None:
+    spec = str(SPECS / "named-targetport.yaml")  # three service ports: three KUBE-SERVICES blocks
+    code, out, _ = run("compile", spec, "--node", "node-1", "--style", "save")
+    assert code == 0
+    lines = out.splitlines()
+    nat = lines.index("*nat")
+    idx = [i for i, ln in enumerate(lines) if i > nat and ln.startswith("-A KUBE-SERVICES ") and "nodeports" not in ln]
+    assert len(idx) >= 3
+    block = [lines[i] for i in idx]
+    assert block[::-1] != block
+    for i, ln in zip(idx, block[::-1], strict=True):
+        lines[i] = ln
+    p = tmp_path / "reordered.save"
+    p.write_text("\n".join(lines) + "\n")
+    code, out, _ = run("check", str(p), "--cluster", spec, "--node", "node-1", "--format", "json")
+    doc = json.loads(out)
+    assert [f for f in doc["findings"] if f["severity"] == "error"] == []
+    assert code == 0
