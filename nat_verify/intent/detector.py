@@ -45,7 +45,8 @@ class Detector:
         return f"detectLocalMode {self.mode}"
 
 
-def _nets(texts: tuple[str, ...], family: int) -> tuple[IPNetwork, ...]:
+def networks_of_family(texts: tuple[str, ...], family: int) -> tuple[IPNetwork, ...]:
+    """The CIDRs among ``texts`` of ``family`` (whitespace trimmed, invalid entries ignored)."""
     out: list[IPNetwork] = []
     for t in texts:
         try:
@@ -76,11 +77,11 @@ def _detector(cluster: Cluster, node: str, family: int) -> Detector:
     proxy = cluster.proxy
     mode = proxy.detect_local_mode or ("ClusterCIDR" if proxy.cluster_cidrs else "")
     if mode == "ClusterCIDR":
-        cidrs = _nets(proxy.cluster_cidrs, family)
+        cidrs = networks_of_family(proxy.cluster_cidrs, family)
         return Detector("ClusterCIDR", cidrs) if cidrs else Detector("")
     if mode == "NodeCIDR":
         n = index(cluster).nodes.get(node)
-        cidrs = _nets(n.pod_cidrs if n is not None else (), family)
+        cidrs = networks_of_family(n.pod_cidrs if n is not None else (), family)
         return Detector("NodeCIDR", cidrs) if cidrs else Detector("")
     if mode == "BridgeInterface":
         return Detector(mode) if proxy.bridge_interface else Detector("")
@@ -115,8 +116,8 @@ def node_addresses(cluster: Cluster, node: str) -> frozenset[str]:
 def pod_networks(cluster: Cluster, node: str, family: int) -> tuple[IPNetwork, ...]:
     """This node's pod CIDRs of the family; the cluster CIDRs if the node has none."""
     n = index(cluster).nodes.get(node)
-    own = _nets(n.pod_cidrs, family) if n is not None else ()
-    return own or _nets(cluster.proxy.cluster_cidrs, family)
+    own = networks_of_family(n.pod_cidrs, family) if n is not None else ()
+    return own or networks_of_family(cluster.proxy.cluster_cidrs, family)
 
 
 def _addrs(texts: tuple[str, ...]) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:

@@ -9,12 +9,15 @@ address; 127.0.0.1 for localhost NodePorts, which only the host can reach).
 
 from __future__ import annotations
 
-import ipaddress
-
 import attrs
 
 from nat_verify.intent.destination import Destination, family_ips, find_service_port, lb_ips
-from nat_verify.intent.detector import classify_origin, node_addresses, pod_networks
+from nat_verify.intent.detector import (
+    classify_origin,
+    networks_of_family,
+    node_addresses,
+    pod_networks,
+)
 from nat_verify.intent.endpoints import EndpointInfo, usable_endpoints
 from nat_verify.intent.index import index, parse_ip
 from nat_verify.model.cluster import Cluster, IPAddress, IPNetwork
@@ -44,7 +47,7 @@ def interesting_sources(
 
     svc, sp = find_service_port(cluster, dest.service, dest.proto)
     infos = usable_endpoints(cluster, node, svc, sp, family).all
-    ranges = _ranges(svc.lb_source_ranges, family) if dest.address_class == "lb-ip" else ()
+    ranges = networks_of_family(svc.lb_source_ranges, family) if dest.address_class == "lb-ip" else ()
     taken = _Taken(*_taken(cluster, family), frozenset(parse_ip(e.ip) for e in infos))
 
     outside = _external_client(family, taken, ranges)
@@ -73,18 +76,6 @@ def interesting_sources(
     return tuple(out)
 
 
-def _ranges(texts: tuple[str, ...], family: int) -> tuple[IPNetwork, ...]:
-    out: list[IPNetwork] = []
-    for t in texts:
-        try:
-            net = ipaddress.ip_network(t.strip(), strict=False)
-        except ValueError:
-            continue
-        if net.version == family:
-            out.append(net)
-    return tuple(out)
-
-
 def _taken(cluster: Cluster, family: int) -> tuple[frozenset[IPAddress], tuple[IPNetwork, ...]]:
     """Addresses and networks an "external" client must avoid (memoized per Cluster)."""
     memo = index(cluster).memo
@@ -97,8 +88,8 @@ def _taken(cluster: Cluster, family: int) -> tuple[frozenset[IPAddress], tuple[I
     for n in cluster.nodes:
         for a in family_ips(n.internal_ips, family):
             addrs.add(parse_ip(a))
-        nets.extend(_ranges(n.pod_cidrs, family))
-    nets.extend(_ranges(cluster.proxy.cluster_cidrs, family))
+        nets.extend(networks_of_family(n.pod_cidrs, family))
+    nets.extend(networks_of_family(cluster.proxy.cluster_cidrs, family))
     for svc in cluster.services:
         for a in family_ips(svc.cluster_ips + svc.external_ips, family) + lb_ips(svc, family):
             addrs.add(parse_ip(a))
@@ -181,7 +172,7 @@ def _remote_pods(
     for n in cluster.nodes:
         if n.name == node:
             continue
-        for net in _ranges(n.pod_cidrs, family):
+        for net in networks_of_family(n.pod_cidrs, family):
             for k in range(2, min(net.num_addresses, 66)):
                 addr = str(net.network_address + k)
                 if addr not in used:
