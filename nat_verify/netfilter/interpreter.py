@@ -104,9 +104,14 @@ class PacketState:
     wlog: tuple[str, ...]  # the fields targets wrote, in order (chain summaries replay them)
 
     def copy(self) -> PacketState:
+        # spelled out: this is the interpreter's hottest function (every fork, every replay)
         n = PacketState.__new__(PacketState)
-        for s in PacketState.__slots__:
-            setattr(n, s, getattr(self, s))
+        n.src, n.sport, n.dst, n.dport, n.proto = self.src, self.sport, self.dst, self.dport, self.proto
+        n.mark, n.ctmark, n.in_iface, n.out_iface = self.mark, self.ctmark, self.in_iface, self.out_iface
+        n.prob, n.path, n.dnat, n.snat_done, n.masq = self.prob, self.path, self.dnat, self.snat_done, self.masq
+        n.untracked, n.recent, n.recent_set = self.untracked, self.recent, self.recent_set
+        n.orig_src, n.orig_dst, n.orig_sport, n.orig_dport = self.orig_src, self.orig_dst, self.orig_sport, self.orig_dport
+        n.reject_with, n.reason, n.wlog = self.reject_with, self.reason, self.wlog
         return n
 
     def scaled(self, p: Fraction) -> PacketState:
@@ -127,6 +132,7 @@ class PacketState:
 
 
 Result = tuple[PacketState, str]
+_ONE = Fraction(1)
 
 
 @attrs.frozen
@@ -222,7 +228,7 @@ class Interpreter:
         }
         self.memo = (not linear) if memo is None else memo
         self.analyser = summary.Analyser({k: ch.raw for k, ch in self.chains.items()}, ctx)
-        self._memo: dict[tuple[str, str], dict[tuple[object, ...], list[summary.Delta]]] = {}
+        self._memo: dict[object, dict[tuple[object, ...], list[summary.Delta]]] = {}
         self._memo_size = 0
         self._traced = 0
         self.replay_after = replay_after
@@ -371,6 +377,23 @@ class Interpreter:
             results = nxt
         return results
 
+    def _replay(
+        self, key: object, info: summary.ChainInfo, s: PacketState, walk: Callable[[PacketState], list[Result]]
+    ) -> list[Result]:
+        """``walk(s)`` through its summary: replayed when a state of the same class was seen."""
+        k = summary.state_key(info, s)
+        table = self._memo.setdefault(key, {})
+        deltas = table.get(k)
+        if deltas is None:
+            # walk from probability 1, so that each result's probability is its factor
+            before = s.copy()
+            before.prob = _ONE
+            deltas = summary.capture(before, walk(before.copy()))
+            if self._memo_size < 1_000_000:
+                table[k] = deltas
+                self._memo_size += 1
+        return summary.apply(s, deltas)
+
     def _run_base(self, table: str, chain: str, s: PacketState) -> list[Result]:
         ch = self.chains.get((table, chain))
         if ch is None:
@@ -394,19 +417,7 @@ class Interpreter:
         info = self.analyser.info(key)
         if not (self.memo and info.ok):
             return self._run_chain(ch, s, 0, depth)
-        k = summary.state_key(info, s)
-        table = self._memo.get(key)
-        if table is None:
-            table = self._memo[key] = {}
-        deltas = table.get(k)
-        if deltas is not None:
-            return summary.apply(s, deltas)
-        before = s.copy()
-        results = self._run_chain(ch, s, 0, depth)
-        if self._memo_size < 1_000_000:
-            table[k] = summary.capture(before, results)
-            self._memo_size += 1
-        return results
+        return self._replay(key, info, s, lambda s0: self._run_chain(ch, s0, 0, depth))
 
     def _run_chain(self, ch: _Chain, s: PacketState, start: int, depth: int) -> list[Result]:
         if depth > 64:

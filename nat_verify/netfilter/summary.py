@@ -232,7 +232,8 @@ def capture(before: PacketState, results: list[tuple[PacketState, str]]) -> list
             changed = (*changed, ("reason", s.reason))
         added = tuple(k for k in s.recent_set if k not in before.recent_set)
         recent = s.recent if s.recent is not before.recent else None
-        out.append((s.prob / before.prob if before.prob else Fraction(0), changed, s.path[n:], added, recent, v, s.wlog[w:]))
+        # the walk started from probability 1 (Interpreter._call): the result's is the factor
+        out.append((s.prob, changed, s.path[n:], added, recent, v, s.wlog[w:]))
     return out
 
 
@@ -240,7 +241,7 @@ def apply(s: PacketState, deltas: list[Delta]) -> list[tuple[PacketState, str]]:
     out = []
     for factor, changed, path, added, recent, v, wlog in deltas:
         n = s.copy()
-        if factor != 1:
+        if factor.numerator != factor.denominator:
             n.prob = s.prob * factor
         for f, val in changed:
             setattr(n, f, val)
