@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
 
 from nat_verify.netfilter.ruleset import (
     BUILTIN_CHAINS,
@@ -62,7 +61,7 @@ class DumpError(Exception):
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"]+)|(")')
 _UNESCAPE = re.compile(r"\\(.)")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_CONTROL_ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # \r at a line end is allowed (CRLF files)
 
 
 def tokenize(text: str) -> list[tuple[str, bool]]:
@@ -277,32 +276,35 @@ class _Parser:
     def err(self, line: int, msg: str) -> DumpError:
         return DumpError(self.source, line, msg)
 
-    def run(self, lines: Iterable[str]) -> Ruleset:
+    def run(self, lines: list[str]) -> Ruleset:
+        # whole-text checks first (C speed); the per-line loop then only dispatches
+        if lines and max(map(len, lines)) > MAX_LINE:
+            no = next(i for i, ln in enumerate(lines, 1) if len(ln) > MAX_LINE)
+            raise self.err(no, f"line is {len(lines[no - 1]):,} characters long; the limit is {MAX_LINE:,}")
+        text = "\n".join(lines)
+        for m in _CONTROL_ANY.finditer(text):
+            if m.group() == "\r" and (m.end() == len(text) or text[m.end()] == "\n"):
+                continue  # CRLF line ends are fine
+            no = text.count("\n", 0, m.start()) + 1
+            raise self.err(no, f"not text: control character 0x{ord(m.group()):02x}")
         last = 1
         for no, raw in enumerate(lines, 1):
-            line = raw.rstrip("\r")
-            if line.strip():
-                last = no
-            if len(line) > MAX_LINE:
-                raise self.err(no, f"line is {len(line):,} characters long; the limit is {MAX_LINE:,}")
-            bad = _CONTROL.search(line)
-            if bad is not None:
-                raise self.err(no, f"not text: control character 0x{ord(bad.group()):02x}")
-            s = line.strip()
+            s = raw.strip()
             if not s:
                 continue
-            if s.startswith("#"):
+            last = no
+            c = s[0]
+            if c == "-" or c == "[":
+                self.add_rule(no, s)
+            elif c == "#":
                 if self.family is None and "ip6tables" in s:
                     self.family = 6
-                continue
-            if s.startswith("*"):
+            elif c == "*":
                 self.open_table(no, s[1:].strip())
             elif s == "COMMIT":
                 self.commit(no)
-            elif s.startswith(":"):
+            elif c == ":":
                 self.declare_chain(no, s[1:])
-            elif s.startswith("[") or s.startswith("-"):
-                self.add_rule(no, s)
             else:
                 raise self.err(no, f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {s[:60]!r}")
         if self.cur is not None:
@@ -382,13 +384,12 @@ class _Parser:
             except ValueError as e:
                 raise self.err(no, str(e)) from None
             body = text[end + 1 :].strip()
+        if not body.startswith(("-A ", "--append ")):
+            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
         try:
-            tokens = tokenize(body)
-            chain, core, matches, target, c2 = parse_rule_args(tokens)
+            chain, core, matches, target, c2 = parse_rule_args(tokenize(body))
         except ValueError as e:
             raise self.err(no, str(e)) from None
-        if body.split(None, 1)[0] not in ("-A", "--append"):
-            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
         if chain not in self.rules:
             if chain in BUILTIN_CHAINS[self.cur]:
                 # iptables-restore input may append to a built-in chain it did not declare
