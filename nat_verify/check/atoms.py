@@ -39,22 +39,10 @@ from nat_verify.netfilter.ruleset import Rule
 SPORT_DEFAULT = 40000
 
 
-def _nets_of_option(value: str) -> list[IPNetwork]:
-    return networks(value)
-
-
-def _src_constants(rule: Rule) -> list[IPNetwork]:
-    return list(address_constants(rule, "src"))
-
-
-def _sport_constants(rule: Rule) -> list[int]:
-    return port_boundaries(rule, SRC_PORT_OPTIONS)
-
-
 def _may_match_dst(rule: Rule, dst: IPAddress, dport: int, proto: str) -> bool:
     d = rule.core_option("-d")
     if d is not None:
-        inside = any(dst in n for n in _nets_of_option(d.value) if n.version == dst.version)
+        inside = any(dst in n for n in networks(d.value) if n.version == dst.version)
         if inside == d.negated:
             return False
     p = rule.core_option("-p")
@@ -82,9 +70,9 @@ class SourceSpace:
         for (table, chain), ch in interp.chains.items():
             if (table, chain) in pre_reachable and table == "nat":
                 continue
-            for cr in ch.rules:
-                self.global_src.update(_src_constants(cr.rule))
-                self.global_sport.update(_sport_constants(cr.rule))
+            for r in ch.raw:
+                self.global_src.update(address_constants(r, "src"))
+                self.global_sport.update(port_boundaries(r, SRC_PORT_OPTIONS))
 
     def _reachable(
         self, roots: set[tuple[str, str]], dst: tuple[IPAddress, int, str] | None
@@ -118,8 +106,8 @@ class SourceSpace:
             for i in positions:
                 r = ch.raw[i]
                 if _may_match_dst(r, dst, dport, proto):
-                    src.update(_src_constants(r))
-                    sport.update(_sport_constants(r))
+                    src.update(address_constants(r, "src"))
+                    sport.update(port_boundaries(r, SRC_PORT_OPTIONS))
         return src, sport
 
     def classes(

@@ -54,14 +54,6 @@ def _rules(rs: Ruleset) -> Iterator[Rule]:
             yield from c.rules
 
 
-def _nets(text: str) -> list[IPNetwork]:
-    return networks(text)
-
-
-def _dports(rule: Rule) -> list[int]:
-    return port_boundaries(rule, DST_PORT_OPTIONS)
-
-
 def _signature(outcomes: tuple[Outcome, ...]) -> dict[tuple[object, ...], Fraction]:
     sig: dict[tuple[object, ...], Fraction] = defaultdict(Fraction)
     for o in outcomes:
@@ -86,9 +78,9 @@ def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
     protos = {"tcp"}
     for r in rules:
         d = r.core_option("-d")
-        nets = [n for n in _nets(d.value) if n.version == fam] if d is not None else []
+        nets = [n for n in networks(d.value) if n.version == fam] if d is not None else []
         dst_nets.update(nets)
-        by_rule.append(([] if (d is None or d.negated) else nets, _dports(r)))
+        by_rule.append(([] if (d is None or d.negated) else nets, port_boundaries(r, DST_PORT_OPTIONS)))
         p = r.core_option("-p")
         if p is not None and p.value in PROTOS:
             protos.add(p.value)
