@@ -136,11 +136,13 @@ class SourceSpace:
                          ipaddress.ip_network("0.0.0.0/8")})  # fmt: skip
         else:
             nets.add(ipaddress.ip_network("ff00::/8"))
+        nets.add(ipaddress.ip_network(dst))  # a pod addressing itself is its own case
         top = 1 << (32 if fam == 4 else 128)
+        spans = sorted({(int(n.network_address), int(n.broadcast_address) + 1) for n in nets})
         bounds = {0, top}
-        for n in nets:
-            bounds.add(int(n.network_address))
-            bounds.add(int(n.broadcast_address) + 1)
+        for a, b in spans:
+            bounds.add(a)
+            bounds.add(b)
         edges = sorted(b for b in bounds if b <= top)
         sports = sorted({0, 65536, *[p for p in sport_consts if 0 <= p <= 65536]})
         # one port per interval the --sport constants cut out (port 0 is not a valid source)
@@ -150,10 +152,18 @@ class SourceSpace:
         dst_is_loopback = dst in ctx.loopback
         preferred = list(preferred)
         liked = sorted(int(a) for a in preferred if a.version == fam)
+        # Atoms inside exactly the same constants are one class, wherever they lie (every test
+        # on the source is membership in one of these CIDRs): keep one atom per signature,
+        # preferring one that holds a readable (preferred) address.
+        chosen: dict[frozenset[int], tuple[int, int, int | None]] = {}
         for lo, hi in zip(edges, edges[1:], strict=False):
-            # any member stands for its atom; show a readable one (a preferred address, or not
-            # the network address) in counterexamples
+            sig = frozenset(i for i, (a, b) in enumerate(spans) if a <= lo < b)
             pick = next((a for a in liked if lo <= a < hi), None)
+            if sig not in chosen or (pick is not None and chosen[sig][2] is None):
+                chosen[sig] = (lo, hi, pick)
+        for lo, hi, pick in sorted(chosen.values()):
+            # any member stands for its class; show a readable one (a preferred address, or not
+            # the network address) in counterexamples
             rep: IPAddress = to_ip(pick if pick is not None else (lo + 1 if hi - lo > 2 else lo))
             if rep in ctx.loopback:
                 if not dst_is_loopback:
