@@ -7,9 +7,11 @@ source address, the source port and where the packet enters. The interpreter and
 look at the source address only through a finite set of constants: the CIDRs of ``-s`` and
 ``iprange``/``ipset`` matches in the rules the packet can reach, and the addresses intent
 distinguishes (node addresses, loopback, pod networks, endpoint IPs, loadBalancerSourceRanges,
-LB IPs). Those constants cut the address space into intervals ("atoms"); two sources inside
-one atom satisfy exactly the same matches and get the same expectation, so checking one
-representative per atom checks them all. The same holds for source ports (``--sport``
+LB IPs). Every one of those tests is membership in a CIDR, so two sources that lie in exactly
+the same set of constants (the same "signature") satisfy the same matches and get the same
+expectation: checking one representative per signature checks them all. (The constants cut
+the address space into intervals; intervals with equal signatures, such as the gaps between
+endpoint addresses, are one class.) The same holds for source ports (``--sport``
 constants) and the origin, which follows from the address (a node address is the host, this
 node's pod CIDR is a pod, anything else arrives from outside).
 
