@@ -148,7 +148,7 @@ def node_context(
     else:
         addrs = node_ips
         if n is not None:
-            pr.add("node addresses", _show(addrs), "assumed", f"the Node {n.name}'s addresses; any other address of the node (a pod bridge's, docker0's) is not known: give --interface or --ip-addr")
+            pr.add("node addresses", _show(addrs), "assumed", "the Node object's addresses; any other address of the node (a pod bridge's, docker0's) is not known: give --interface or --ip-addr")
 
     # -- pod interface
     pod_iface, pod_known = "cni0", False
@@ -203,8 +203,8 @@ def node_context(
         if not facts.interfaces:
             iface = pod_iface if pod_known else UNKNOWN + POD_IFACE
             routes = [Route(c, iface, c.network_address + 1) for c in local_cidrs]
-        where = "the given interfaces' own subnets" if facts.interfaces else "this node's pod CIDR by the pod interface"
-        pr.add("routes", f"only {where}", "assumed", "no --ip-route: `-o` tests for other destinations are unknown, and MASQUERADE is taken to pick the node's first address")
+        where = "the node's own addresses and the given interfaces' subnets" if facts.interfaces else "the node's own addresses"
+        pr.add("routes", "not given", "assumed", f"no --ip-route: `-o` is known only towards {where}; MASQUERADE is taken to pick the node's first address")
 
     # -- ipsets
     for s in facts.ipsets:

@@ -68,8 +68,13 @@ def build_report(
     clusters: Sequence[str],
     meta: Mapping[str, Any] | None = None,
     catalogue: Mapping[str, cat.InvariantInfo] | None = None,
+    assumptions: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The report document, ordered by (invariant, service, node) throughout.
+
+    ``assumptions``: what the results rest on that the user did not give, one object per node
+    and fact (``{"node", "fact", "value", "basis": "inferred"|"assumed", "detail"}``); the
+    document has the key only when there are some.
 
     ``meta`` is copied into the document as is (it must be JSON-serialisable); ``meta["dump"]``,
     when present, names the dump file whose line numbers the rule paths refer to (SARIF uses it).
@@ -105,7 +110,7 @@ def build_report(
         )
         finding_docs.append(d)
 
-    return {
+    doc: dict[str, Any] = {
         "format": REPORT_FORMAT,
         "tool": {"name": "nat-verify", "version": __version__},
         "command": command,
@@ -124,6 +129,9 @@ def build_report(
         "results": [r.to_json() for r in res],
         "findings": finding_docs,
     }
+    if assumptions:
+        doc["assumptions"] = [dict(a) for a in assumptions]
+    return doc
 
 
 def _rkey(r: Result) -> Key:
