@@ -46,7 +46,7 @@ from nat_verify.netfilter.interpreter import Interpreter, RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.ruleset import Ruleset
 from nat_verify.node.facts import NodeFacts
-from nat_verify.node.proxyconfig import infer_proxy_config, proxy_config_given
+from nat_verify.node.proxyconfig import with_inferred_config
 
 Progress = Callable[[str], None]
 MAX_FINDINGS_PER_KEY = 3
@@ -157,9 +157,8 @@ def check_ruleset(
     """
     family = ruleset.family
     inferred: tuple[Premise, ...] = ()
-    if infer_config and not proxy_config_given(cluster):
-        cfg, inferred = infer_proxy_config(cluster, node, ruleset)
-        cluster = attrs.evolve(cluster, proxy=cfg)
+    if infer_config:
+        cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, family, facts, ruleset)
     own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
     interp = Interpreter(ruleset, ctx)

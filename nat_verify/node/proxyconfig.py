@@ -43,6 +43,14 @@ def proxy_config_given(cluster: Cluster) -> bool:
     return cluster.proxy != ProxyConfig()
 
 
+def with_inferred_config(cluster: Cluster, node: str, ruleset: Ruleset) -> tuple[Cluster, tuple[Premise, ...]]:
+    """``cluster`` with the settings ``ruleset`` shows when it has no config of its own."""
+    if proxy_config_given(cluster):
+        return cluster, ()
+    cfg, premises = infer_proxy_config(cluster, node, ruleset)
+    return attrs.evolve(cluster, proxy=cfg), premises
+
+
 def _where(ruleset: Ruleset, rule: Rule) -> str:
     text = rule.raw or f"-A {rule.chain} ..."
     return f"{ruleset.source}:{rule.line}: {text}" if rule.line else text
