@@ -68,16 +68,19 @@ def identify(cluster: Cluster, target: str) -> Identity:
     what: list[str] = []
     services: list[Service] = []
     node = ""
+    owned = False  # a Pod or a node has the address
     for pod in cluster.pods:
         if any(_same(ip, a) for a in pod.ips):
             where = f"on node {pod.node_name}" if pod.node_name else "not scheduled on a node"
             kind = "hostNetwork Pod" if pod.host_network else "Pod"
             what.append(f"{ip} is the IP of {kind} {pod.key} {where} ({pod.location()}).")
             node = node or pod.node_name
+            owned = True
     for n in cluster.nodes:
         if any(_same(ip, a) for a in n.internal_ips):
             what.append(f"{ip} is an address of node {n.name}.")
             node = node or n.name
+            owned = True
             for svc in cluster.services:
                 if any(p.node_port and (not port or p.node_port == port) for p in svc.ports):
                     what.append(
@@ -97,7 +100,7 @@ def identify(cluster: Cluster, target: str) -> Identity:
                 what.append(f"{ip} is the {label} of Service {svc.key} ({ports or 'no such port'}).")
                 if svc not in services:
                     services.append(svc)
-                if label == "ClusterIP" and not any("IP of" in w or "address of node" in w for w in what):
+                if label == "ClusterIP" and not owned:
                     what.append(
                         f"No Pod, node or interface has {ip}: it exists only in the node's netfilter "
                         "rules, which kube-proxy writes and the kernel applies to each new connection "
