@@ -35,7 +35,9 @@ def _chromium() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# module scope: Playwright's driver is a child process, and the kernel tests check that this
+# process has no children left, so it must be gone before they run
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     required = bool(os.environ.get("CI")) or os.environ.get("NAT_VERIFY_REQUIRE_BROWSER") == "1"
     reason = ""

@@ -100,3 +100,23 @@ def test_report_in_a_browser(browser: Any, page_file: Path, tmp_path: Path, devi
     # the endpoint chart: web-svc's two endpoints, a bar each
     assert page.locator("svg.shares rect.bar").count() == 2
     page.close()
+
+
+@pytest.mark.parametrize("device", sorted(WIDTHS))
+def test_explain_page_in_a_browser(browser: Any, tmp_path: Path, device: str) -> None:
+    # `nat-verify explain default/web-svc`: 7 flows of 2 outcomes each (README's web-svc: two
+    # endpoints; ClusterIP and NodePort from a pod, the node and outside; localhost NodePort)
+    code, _ = run("explain", "default/web-svc", "--cluster", WEB, "--report", str(tmp_path / "e.html"))
+    assert code == 0
+    width, height = WIDTHS[device]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((tmp_path / "e.html").as_uri())
+    page.screenshot(path=str(_shots_dir(tmp_path) / f"explain-{device}.png"), full_page=True)
+    assert errors == []
+    doc_w, view_w = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert doc_w <= view_w
+    assert page.locator("svg.path").count() == 14
+    page.close()
