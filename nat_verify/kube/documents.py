@@ -4,7 +4,13 @@ PyYAML reads both YAML and JSON (JSON is, for everything ``kubectl`` prints, a s
 so one reader covers ``*.yaml``, ``*.yml`` and ``*.json``. Mappings and sequences are built as
 ``YamlMap``/``YamlSeq``, which carry the line of the mapping itself and of each key or item, so a
 later check can point at the exact field. ``kind: List`` (what ``kubectl get -o yaml`` prints)
-and typed lists such as ``ServiceList`` are flattened into their items.
+and typed lists such as ``ServiceList`` are flattened into their items; the items of a typed
+list, which the API server sends without ``kind`` and ``apiVersion``, get the list's.
+
+``kubectl cluster-info dump`` prints one typed List per resource and namespace, one after another,
+with each Pod's logs between ``==== START logs for container ...`` and ``==== END logs ...``
+lines; the logs are blanked (keeping every other line where it was) and the Lists are read as a
+sequence of JSON documents.
 """
 
 from __future__ import annotations
@@ -13,13 +19,13 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import yaml
 
 from nat_verify.kube.errors import KubeInputError
-from nat_verify.kube.jsontext import parse_json
+from nat_verify.kube.jsontext import parse_json_documents
 from nat_verify.kube.located import YamlMap, YamlSeq
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -276,14 +282,27 @@ class RawObject:
     data: YamlMap
 
 
-def parse_text(text: str, file: str) -> list[RawObject]:
+def parse_text(
+    text: str, file: str, *, syntax: Literal["auto", "yaml", "json"] = "auto"
+) -> list[RawObject]:
     """All objects in one file's text (documents in order, Lists flattened).
 
-    ``*.json`` files go through the (much faster) JSON reader, everything else through YAML.
+    ``*.json`` files, and other files whose text starts with ``{`` and reads as JSON, go through
+    the (much faster) JSON reader; everything else through YAML.
     """
-    if file.endswith(".json"):
-        data, line = parse_json(text, file)
-        return list(_document(file, line, data))
+    if syntax == "auto":
+        dump = LOG_START in text  # kubectl cluster-info dump: JSON unless -o yaml was given
+        text = blank_logs(text)
+        json_like = text.lstrip()[:1] == "{"
+        if file.endswith(".json") or (dump and json_like):
+            syntax = "json"
+        elif json_like:
+            try:
+                return _parse_json_text(text, file)
+            except KubeInputError:
+                syntax = "yaml"  # a YAML flow mapping, or broken: YAML says which
+    if syntax == "json":
+        return _parse_json_text(text, file)
     check_characters(text, file)
     loader = _Loader(text)
     out: list[RawObject] = []
@@ -306,6 +325,33 @@ def parse_text(text: str, file: str) -> list[RawObject]:
     finally:
         loader.dispose()
     return out
+
+
+def _parse_json_text(text: str, file: str) -> list[RawObject]:
+    out: list[RawObject] = []
+    for data, line in parse_json_documents(text, file):
+        out.extend(_document(file, line, data))
+    return out
+
+
+LOG_START = "==== START logs for container "
+LOG_END = "==== END logs for container "
+
+
+def blank_logs(text: str) -> str:
+    """``text`` with the Pod log sections of a ``kubectl cluster-info dump`` turned into empty lines."""
+    if LOG_START not in text:
+        return text
+    lines = text.split("\n")
+    inside = False
+    for i, line in enumerate(lines):
+        if line.startswith(LOG_START):
+            inside = True
+        if inside:
+            lines[i] = ""
+        if line.startswith(LOG_END):
+            inside = False
+    return "\n".join(lines)
 
 
 def _document(file: str, line: int, data: Any) -> Iterator[RawObject]:
@@ -338,6 +384,10 @@ def _flatten(file: str, data: YamlMap) -> Iterator[RawObject]:
                     f"{kind}: items[{index}] must be a mapping (a Kubernetes object), "
                     f"got {_kind_of(item)}",
                 )
+            if kind != "List":  # a typed list: its items come without kind and apiVersion
+                item.setdefault("kind", kind[: -len("List")])
+                if isinstance(data.get("apiVersion"), str):
+                    item.setdefault("apiVersion", data["apiVersion"])
             yield from _flatten(file, item)
         return
     yield RawObject(file=file, line=data.line, data=data)

@@ -155,3 +155,23 @@ def parse_json(text: str, file: str) -> tuple[Any, int]:
         line = text.count("\n", 0, start) + 1
         raise KubeInputError(file, line, f"malformed JSON: {_number_message(exc)}") from None
     return value, text.count("\n", 0, start) + 1
+
+
+def parse_json_documents(text: str, file: str) -> list[tuple[Any, int]]:
+    """Every JSON value of a text holding several one after another (``kubectl cluster-info
+    dump`` prints one List per resource this way), each with the line it starts on."""
+    decoder = _Decoder(text)
+    out: list[tuple[Any, int]] = []
+    pos = _WS(text, 0).end()
+    try:
+        while pos < len(text):
+            value, end = decoder.raw_decode(text, pos)
+            out.append((value, decoder._line(pos)))
+            pos = _WS(text, end).end()
+    except json.JSONDecodeError as exc:
+        raise KubeInputError(file, exc.lineno, f"malformed JSON: {exc.msg}") from None
+    except KubeInputError as exc:
+        raise KubeInputError(file, exc.line, f"malformed JSON: {exc.message}") from None
+    except ValueError as exc:  # a number at the top level past 4,300 digits
+        raise KubeInputError(file, decoder._line(pos), f"malformed JSON: {_number_message(exc)}") from None
+    return out

@@ -19,10 +19,7 @@ from nat_verify.kube.names import dns1035_label, dns1123_label, dns1123_subdomai
 
 def _error(text: str, file: str = "m.yaml") -> KubeInputError:
     with pytest.raises(KubeInputError) as e:
-        if file.endswith(".json"):
-            parse_json(text, file)
-        else:
-            parse_text(text, file)
+        parse_text(text, file)
     assert e.value.file == file
     return e.value
 
