@@ -105,7 +105,13 @@ def save_dump(cluster: Cluster, family: int, path: Path) -> tuple[str, float]:
 
 def engines() -> dict[str, Callable[[Cluster, Ruleset], CheckReport]]:
     """The check engines this tree has, by name (the engine seam adds more)."""
-    return {"exhaustive": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False)}
+    from nat_verify.check.sharing import check_shared
+
+    return {
+        "exhaustive, one check per shape (check.sharing, what `nat-verify check` runs)":
+            lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
+        "exhaustive, every Service on its own": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False),
+    }  # fmt: skip
 
 
 # -- child processes: one fresh process per measured stage keeps peak memory honest -------------

@@ -384,15 +384,16 @@ def check(
 
 
 def _check_with_progress(cluster: Cluster, node: str, ruleset: Ruleset) -> Any:
-    """``check_ruleset`` with a progress bar (or plain lines) per Service on stderr."""
-    from nat_verify.check import check_ruleset
+    """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
+    same report as checking each on its own), with progress per Service on stderr."""
+    from nat_verify.check.sharing import check_shared
     from nat_verify.intent import destinations
     from nat_verify.progress import Progress
 
     with Progress() as bar:
         total = len({d.service for d in destinations(cluster, node, ruleset.family)})
         task = bar.task(f"checking {node}", total, "Services")
-        return check_ruleset(cluster, node, ruleset, progress=bar.services(task))
+        return check_shared(cluster, node, ruleset, progress=bar.services(task))
 
 
 def _check_fleet(

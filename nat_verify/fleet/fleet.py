@@ -9,6 +9,12 @@ context (its addresses and pod CIDRs decide which packets are local, so a node i
 assumed to equal another). Groups are the unit of work handed to the executor, so a group's
 parse is never repeated on two workers.
 
+What the nodes' rules have in common is verified once: each node is checked with
+``check.sharing`` (one exhaustive check per shape of Service port) and the shapes proved on
+one node are reused on every other node checked in the same process, since a shape names no
+node (``check.shape``). A Service port whose rules or facts differ on a node (its local
+endpoints, a drifted rule) has another shape there and is checked there.
+
 The result is one ``CheckReport`` per node (the ``node`` field of every result and finding
 says which), and the grouping. Results do not depend on the executor or on how many workers
 it has: each group's work is a pure function of the cluster and the group's files.
@@ -18,12 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from nat_verify.check import CheckReport, check_ruleset
+from nat_verify.check import CheckReport
+from nat_verify.check.sharing import ShapeMemo, check_shared
 from nat_verify.fleet.executors import Executor, LocalExecutor
 from nat_verify.fleet.inventory import Fleet, NodeDump
 from nat_verify.model.cluster import Cluster
@@ -78,6 +86,19 @@ def normalized_digest(text: str) -> str:
     return h.hexdigest()
 
 
+_MEMOS: weakref.WeakKeyDictionary[Cluster, ShapeMemo] = weakref.WeakKeyDictionary()
+
+
+def _memo(cluster: Cluster) -> ShapeMemo:
+    """The shapes proved so far for ``cluster`` in this process (shared by every node checked
+    here: a worker keeps it from one group to the next). It only saves work: a shape is
+    recorded after a clean exhaustive check, and its results are the same wherever it was."""
+    memo = _MEMOS.get(cluster)
+    if memo is None:
+        memo = _MEMOS[cluster] = ShapeMemo()
+    return memo
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="surrogateescape")
@@ -104,7 +125,7 @@ def _check_group(cluster: Cluster, group: _Group) -> list[tuple[str, str, CheckR
     out = []
     for node, path in group.members:
         rs = attrs.evolve(ruleset, source=path)
-        rep = check_ruleset(cluster, node, rs)
+        rep = check_shared(cluster, node, rs, memo=_memo(cluster))
         if rep.findings:
             interp = Interpreter(rs, node_context(cluster, node, rs.family))
             rep = attrs.evolve(rep, findings=with_evidence(rep.findings, interp, lines))
