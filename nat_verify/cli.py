@@ -311,16 +311,14 @@ def trace(
 # -- verify / check -----------------------------------------------------------------------------
 
 
-def _progress(enabled: bool) -> Any:
-    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _verify_size(clusters: Sequence[Cluster]) -> int:
+    """How many (Service, node, family) checks ``verify`` will run: the progress bar's total."""
+    from nat_verify.check import families
+    from nat_verify.intent import destinations
 
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+    return sum(
+        len({d.service for d in destinations(c, n.name, fam)})
+        for c in clusters for n in c.nodes for fam in families(c, n.name)
     )  # fmt: skip
 
 
@@ -379,6 +377,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
     from nat_verify.check import CheckReport, verify_cluster
     from nat_verify.kube.loader import load_clusters
+    from nat_verify.progress import Progress
     from nat_verify.report import build_report
     from nat_verify.report.evidence import verify_evidence
 
@@ -390,18 +389,12 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         clusters += sample_clusters(random_n, seed=seed)
     total = CheckReport((), ())
     parts: list[CheckReport] = []
-    bar = _progress(True)
-    if bar is not None:
-        with bar:
-            task = bar.add_task("verifying", total=len(clusters))
-            for c in clusters:
-                bar.update(task, description=f"verifying {c.name}")
-                parts.append(verify_cluster(c, progress=lambda _d: bar.refresh()))
-                total = total.merged(parts[-1])
-                bar.advance(task)
-    else:
+    with Progress() as bar:
+        task = bar.task("verifying", _verify_size(clusters), "Services")
+        step = bar.services(task)
         for c in clusters:
-            parts.append(verify_cluster(c))
+            task.description = f"verifying {c.name}"
+            parts.append(verify_cluster(c, progress=step))
             total = total.merged(parts[-1])
     findings: list[Any] = []
     shares: list[Any] = []
@@ -419,30 +412,46 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 
 
 @main.command()
-@click.argument("dump", type=click.Path(dir_okay=False))
+@click.argument("dump", type=click.Path())
 @click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
-@click.option("--node", required=True, help="the node the dump was taken on")
+@click.option("--node", help="the node the dump was taken on (required for one dump; not with a directory)")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
 @click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
 @click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@click.option("--manifest", help="DUMP is a directory: the file mapping nodes to dumps (default: DIR/manifest.json or .yaml, else file names)")
+@click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
+              help="DUMP is a directory: where the per-node work runs")  # fmt: skip
+@click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
+@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
 @partial_options
 @guarded
 def check(
-    dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
+    dump: str, cluster_path: tuple[str, ...], node: str | None, fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor: str, scheduler: str | None, workers: int,
     partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
-    """A real node's iptables-save dump against the cluster's objects."""
-    from nat_verify.check import check_ruleset
+    """A real node's iptables-save dump against the cluster's objects; or DUMP a directory of
+    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet."""
     from nat_verify.check.nodectx import node_context
     from nat_verify.report import build_report
     from nat_verify.report.evidence import service_shares, with_evidence
 
     _check_outputs(output, reports)
+    if Path(dump).is_dir():
+        if node:
+            raise InputError("--node", "DUMP is a directory of node dumps: the node of each comes from its file name or the manifest")
+        if partial:
+            raise InputError("--partial", "excerpts are read one at a time: give one dump file with --node")
+        _check_fleet(dump, cluster_path, fmt, output, reports, manifest, executor, scheduler, workers)
+    if manifest or scheduler or executor != "local":
+        raise InputError("--manifest/--executor/--scheduler", "only with DUMP a directory of node dumps")
+    if not node:
+        raise InputError("--node", "say which node the dump was taken on: --node NAME")
     ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
     # an excerpt shows a few rules: what it lacks is not drift
-    rep = check_ruleset(cluster, node, ruleset, drift_check=excerpt is None)
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None)
     results = rep.results if excerpt is None else at_most_holds(rep.results)
     interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
@@ -454,6 +463,61 @@ def check(
         clusters=[cluster.name or ",".join(cluster_path)],
         meta=meta,
         shares=service_shares(cluster, node, interp),
+    )  # fmt: skip
+    _emit(report, fmt, output, reports)
+    sys.exit(report["summary"]["exit_code"])
+
+
+def _check_with_progress(cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True) -> Any:
+    """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
+    same report as checking each on its own), with progress per Service on stderr."""
+    from nat_verify.check.sharing import check_shared
+    from nat_verify.intent import destinations
+    from nat_verify.progress import Progress
+
+    with Progress() as bar:
+        total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        task = bar.task(f"checking {node}", total, "Services")
+        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task))
+
+
+def _check_fleet(
+    directory: str, cluster_path: tuple[str, ...], fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor_name: str, scheduler: str | None, workers: int,
+) -> NoReturn:  # fmt: skip
+    """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
+    from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
+    from nat_verify.fleet.executors import ExecutorUnavailable
+    from nat_verify.progress import Progress
+    from nat_verify.report import build_report
+
+    cluster = load_cluster(cluster_path)
+    try:
+        fleet = load_fleet(directory, cluster, manifest)
+        import os
+
+        n_workers = workers or (os.cpu_count() or 1 if executor_name == "dask" else 1)
+        ex = make_executor(executor_name, scheduler, n_workers)
+        with Progress() as bar:
+            task = bar.task(f"checking {len(fleet.nodes)} nodes ({ex.name})", len(fleet.nodes), "nodes")
+            res = check_fleet(cluster, fleet, ex, progress=task.advance)
+    except (FleetInputError, ExecutorUnavailable) as e:
+        raise InputError("", str(e)) from None
+    total = res.merged()
+    group_of = res.group_of
+    per_node = {
+        n.node: {
+            "dumps": list(n.dumps), "group": group_of[n.node],
+            "violated": sum(r.status == "violated" for r in n.report.results),
+            "inconclusive": sum(r.status == "inconclusive" for r in n.report.results),
+            "proved": sum(r.status == "proved" for r in n.report.results),
+        }
+        for n in res.nodes
+    }  # fmt: skip
+    report = build_report(
+        total.results, total.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
+        meta={"dump": directory, "nodes": per_node, "groups": [list(g) for g in res.groups],
+              "nodes_without_dump": list(res.missing), "executor": ex.name, "packets": total.packets},
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
