@@ -86,9 +86,75 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 def load_dump(path: str, family: int | None = None) -> Ruleset:
     from nat_verify.netfilter.interpreter import validate_ruleset
 
-    ruleset = parse_file(path, family=family)
+    try:
+        ruleset = parse_file(path, family=family)
+    except DumpError as e:
+        raise _suggest_partial(path, e) from None
     validate_ruleset(ruleset)
     return ruleset
+
+
+# -- partial dumps (--partial, --table) ---------------------------------------------------------
+
+
+def _suggest_partial(path: str, e: DumpError) -> DumpError:
+    """The strict reader's error, with a hint when the file reads like a pasted excerpt."""
+    from nat_verify.netfilter.excerpt import looks_like_excerpt
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return e
+    if not looks_like_excerpt(head):
+        return e
+    return DumpError(e.file, e.line, f"{e.message} (this looks like an excerpt of a dump: --partial reads excerpts)")
+
+
+def partial_options(fn: F) -> F:
+    """``--partial`` and ``--table`` for the commands that read excerpts (trace, check, diff)."""
+    fn = click.option(
+        "--table", "table", type=click.Choice(["raw", "mangle", "nat", "filter", "security"]),
+        help="with --partial: the table of rules that have no '*table' header",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--partial", is_flag=True,
+        help="read an excerpt (a grep, iptables -S, a paste with prompts or quote marks): what it does not "
+        "show makes answers inconclusive, results are at most 'holds'",
+    )(fn)  # fmt: skip
+    return fn
+
+
+def load_rules(path: str, family: int | None, partial: bool, table: str | None) -> tuple[Ruleset, Any]:
+    """The ruleset of DUMP, strictly or (``--partial``) as an excerpt; the ``Excerpt`` or None.
+
+    With ``--partial`` every line that could not be used, and what the excerpt does not show,
+    is listed on stderr.
+    """
+    if not partial:
+        if table is not None:
+            raise InputError("--table", "--table is for excerpts: give --partial too")
+        return load_dump(path, family), None
+    from nat_verify.netfilter.excerpt import read_excerpt
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DumpError(path, 0, f"cannot read: {e.strerror}") from None
+    ex = read_excerpt(data, source=path, family=family, table=table)
+    validate_ruleset(ex.ruleset)
+    for note in ex.notes():
+        click.echo(f"nat-verify: {note}", err=True)
+    return ex.ruleset, ex
+
+
+def at_most_holds(results: Sequence[Any]) -> list[Any]:
+    """Results read from an excerpt: what it does not show could break a proof."""
+    import attrs
+
+    return [attrs.evolve(r, status="holds") if r.status == "proved" else r for r in results]
 
 
 def require_node(cluster: Cluster, node: str) -> None:
@@ -236,6 +302,7 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@partial_options
 @guarded
 @node_fact_options
 def trace(
@@ -253,6 +320,8 @@ def trace(
     fmt: str,
     verbose: bool,
     facts: NodeFacts,
+    partial: bool = False,
+    table: str | None = None,
 ) -> None:
     """Run packets through a node's rules: every outcome, its probability and its rule path.
 
@@ -260,7 +329,9 @@ def trace(
     (``"assumptions"`` in JSON)."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
-    ruleset = load_dump(dump, dump_family(dump, src))
+    if partial and kernel:
+        raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
+    ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
     premises = [] if kernel else premises_json(ctx)
@@ -283,6 +354,10 @@ def trace(
             code = EXIT_INCONCLUSIVE
         if fmt == "json":
             doc = tr.to_json()
+            if excerpt is not None:
+                doc["partial"] = True
+                if not packets_file:
+                    doc["excerpt"] = excerpt.to_json()
             if premises:
                 doc["assumptions"] = premises
             click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
@@ -301,16 +376,14 @@ def trace(
 # -- verify / check -----------------------------------------------------------------------------
 
 
-def _progress(enabled: bool) -> Any:
-    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _verify_size(clusters: Sequence[Cluster]) -> int:
+    """How many (Service, node, family) checks ``verify`` will run: the progress bar's total."""
+    from nat_verify.check import families
+    from nat_verify.intent import destinations
 
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+    return sum(
+        len({d.service for d in destinations(c, n.name, fam)})
+        for c in clusters for n in c.nodes for fam in families(c, n.name)
     )  # fmt: skip
 
 
@@ -369,6 +442,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
     from nat_verify.check import CheckReport, verify_cluster
     from nat_verify.kube.loader import load_clusters
+    from nat_verify.progress import Progress
     from nat_verify.report import build_report
     from nat_verify.report.evidence import verify_evidence
 
@@ -380,18 +454,12 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         clusters += sample_clusters(random_n, seed=seed)
     total = CheckReport((), ())
     parts: list[CheckReport] = []
-    bar = _progress(True)
-    if bar is not None:
-        with bar:
-            task = bar.add_task("verifying", total=len(clusters))
-            for c in clusters:
-                bar.update(task, description=f"verifying {c.name}")
-                parts.append(verify_cluster(c, progress=lambda _d: bar.refresh()))
-                total = total.merged(parts[-1])
-                bar.advance(task)
-    else:
+    with Progress() as bar:
+        task = bar.task("verifying", _verify_size(clusters), "Services")
+        step = bar.services(task)
         for c in clusters:
-            parts.append(verify_cluster(c))
+            task.description = f"verifying {c.name}"
+            parts.append(verify_cluster(c, progress=step))
             total = total.merged(parts[-1])
     findings: list[Any] = []
     shares: list[Any] = []
@@ -409,41 +477,120 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 
 
 @main.command()
-@click.argument("dump", type=click.Path(dir_okay=False))
+@click.argument("dump", type=click.Path())
 @click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
-@click.option("--node", required=True, help="the node the dump was taken on")
+@click.option("--node", help="the node the dump was taken on (required for one dump; not with a directory)")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
 @click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
 @click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@click.option("--manifest", help="DUMP is a directory: the file mapping nodes to dumps (default: DIR/manifest.json or .yaml, else file names)")
+@click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
+              help="DUMP is a directory: where the per-node work runs")  # fmt: skip
+@click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
+@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
+@partial_options
 @guarded
 @node_fact_options
 def check(
-    dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
-    facts: NodeFacts,
+    dump: str, cluster_path: tuple[str, ...], node: str | None, fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor: str, scheduler: str | None, workers: int, facts: NodeFacts,
+    partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
-    """A real node's iptables-save dump against the cluster's objects.
+    """A real node's iptables-save dump against the cluster's objects; or DUMP a directory of
+    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet.
 
     Without a KubeProxyConfiguration, kube-proxy's settings are read back from the dump's
     rules; what was inferred and what assumed is listed with the results."""
-    from nat_verify.check import check_ruleset
     from nat_verify.check.nodectx import node_context
     from nat_verify.node.proxyconfig import with_inferred_config
     from nat_verify.report import build_report
     from nat_verify.report.evidence import service_shares, with_evidence
 
     _check_outputs(output, reports)
-    ruleset = load_dump(dump)
+    if Path(dump).is_dir():
+        if node:
+            raise InputError("--node", "DUMP is a directory of node dumps: the node of each comes from its file name or the manifest")
+        if partial:
+            raise InputError("--partial", "excerpts are read one at a time: give one dump file with --node")
+        _check_fleet(dump, cluster_path, fmt, output, reports, manifest, executor, scheduler, workers)
+    if manifest or scheduler or executor != "local":
+        raise InputError("--manifest/--executor/--scheduler", "only with DUMP a directory of node dumps")
+    if not node:
+        raise InputError("--node", "say which node the dump was taken on: --node NAME")
+    ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
-    rep = check_ruleset(cluster, node, ruleset, facts=facts)
+    # an excerpt shows a few rules: what it lacks is not drift
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts)
+    results = rep.results if excerpt is None else at_most_holds(rep.results)
     effective, _ = with_inferred_config(cluster, node, ruleset)
     interp = Interpreter(ruleset, node_context(effective, node, ruleset.family, facts, ruleset))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
+    if excerpt is not None:
+        meta.update(partial=True, excerpt=excerpt.to_json())
     report = build_report(
-        rep.results, with_evidence(rep.findings, interp, lines), command="check",
+        results, with_evidence(rep.findings, interp, lines), command="check",
         clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
+        meta=meta,
         shares=service_shares(effective, node, interp), assumptions=rep.assumptions_json(),
+    )  # fmt: skip
+    _emit(report, fmt, output, reports)
+    sys.exit(report["summary"]["exit_code"])
+
+
+def _check_with_progress(
+    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None
+) -> Any:
+    """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
+    same report as checking each on its own), with progress per Service on stderr."""
+    from nat_verify.check.sharing import check_shared
+    from nat_verify.intent import destinations
+    from nat_verify.progress import Progress
+
+    with Progress() as bar:
+        total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        task = bar.task(f"checking {node}", total, "Services")
+        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts)
+
+
+def _check_fleet(
+    directory: str, cluster_path: tuple[str, ...], fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor_name: str, scheduler: str | None, workers: int,
+) -> NoReturn:  # fmt: skip
+    """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
+    from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
+    from nat_verify.fleet.executors import ExecutorUnavailable
+    from nat_verify.progress import Progress
+    from nat_verify.report import build_report
+
+    cluster = load_cluster(cluster_path)
+    try:
+        fleet = load_fleet(directory, cluster, manifest)
+        import os
+
+        n_workers = workers or (os.cpu_count() or 1 if executor_name == "dask" else 1)
+        ex = make_executor(executor_name, scheduler, n_workers)
+        with Progress() as bar:
+            task = bar.task(f"checking {len(fleet.nodes)} nodes ({ex.name})", len(fleet.nodes), "nodes")
+            res = check_fleet(cluster, fleet, ex, progress=task.advance)
+    except (FleetInputError, ExecutorUnavailable) as e:
+        raise InputError("", str(e)) from None
+    total = res.merged()
+    group_of = res.group_of
+    per_node = {
+        n.node: {
+            "dumps": list(n.dumps), "group": group_of[n.node],
+            "violated": sum(r.status == "violated" for r in n.report.results),
+            "inconclusive": sum(r.status == "inconclusive" for r in n.report.results),
+            "proved": sum(r.status == "proved" for r in n.report.results),
+        }
+        for n in res.nodes
+    }  # fmt: skip
+    report = build_report(
+        total.results, total.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
+        meta={"dump": directory, "nodes": per_node, "groups": [list(g) for g in res.groups],
+              "nodes_without_dump": list(res.missing), "executor": ex.name, "packets": total.packets},
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
@@ -487,17 +634,18 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@partial_options
 @guarded
 @node_fact_options
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts,
+    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
 
-    a = load_dump(dump_a)
-    b = load_dump(dump_b, a.family)
+    a, ex_a = load_rules(dump_a, None, partial, table)
+    b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family, facts, a)
     res = equivalent(a, b, ctx)
@@ -506,9 +654,12 @@ def diff(
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
         doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive,
                     "assumptions": premises_json(ctx)})  # fmt: skip
+        if partial:
+            doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
     elif d is None:
-        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+        what = " on what the excerpts show (at most holds)" if partial else ""
+        click.echo(f"equivalent{what}: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
     else:
         from nat_verify.model.outcome import Trace
         from nat_verify.report.text import render_trace_text
@@ -569,6 +720,61 @@ def oracle(
         click.echo(f"nat-verify oracle: {len(pkts)} packets x {probes} probes, {len(disagree)} disagreement(s), "
                    f"{sum(d.kind == 'inconclusive' for d in found)} inconclusive, {sum(d.kind == 'unprobed' for d in found)} not probed")  # fmt: skip
     sys.exit(EXIT_VIOLATION if disagree else EXIT_INCONCLUSIVE if found else EXIT_OK)
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
+@click.option("--node", help="the node whose rules to trace (default: the target's node, else the first node)")
+@click.option("--dump", help="the node's own iptables-save dump (default: the rules nat-verify compiles for it)")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@guarded
+def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: str | None, fmt: str, reports: tuple[str, ...]) -> None:
+    """What TARGET (an address, IP:PORT or namespace/service) is, which Pods it selects and why,
+    and what the node's rules do to a packet to it from a pod, the node and outside."""
+    from nat_verify.explain import TargetError, identify
+    from nat_verify.explain import explain as explain_doc
+    from nat_verify.explain.render import render_explain
+    from nat_verify.report.evidence import compiled_ruleset
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import terminal_width
+
+    _check_outputs(None, reports)
+    cluster = load_cluster(cluster_path)
+    try:
+        who = identify(cluster, target)
+    except TargetError as e:
+        raise InputError("TARGET", str(e)) from None
+    if node is None and dump is not None:
+        raise InputError("--dump", "say which node the dump is from: --node NAME")
+    name = node or who.node or (cluster.nodes[0].name if cluster.nodes else "")
+    if not name:
+        raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
+    require_node(cluster, name)
+    family = 6 if ":" in who.ip else 4
+    if dump is not None:
+        ruleset = load_dump(dump, family)
+        lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        rules = f"the node's own, from {dump}"
+    else:
+        ruleset, lines = compiled_ruleset(cluster, name, family)
+        rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
+    from nat_verify.check.nodectx import node_context
+
+    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
+    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    write_all([(path, render_explain(doc, format_of(path))) for path in reports])
+    if fmt == "json":
+        click.echo(render_explain(doc, "json"), nl=False)
+    else:
+        from nat_verify.explain.render import render_explain_text
+
+        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+    sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 
 # -- report -----------------------------------------------------------------------------------
