@@ -217,6 +217,18 @@ class NodeContext:
             return self.pod_iface if self.knows(POD_IFACE) else UNKNOWN + POD_IFACE
         return self.ext_iface if self.knows(EXTERNAL_IFACE) else UNKNOWN + EXTERNAL_IFACE
 
+    def reply_bridged(self, origin: str, src: IPAddress, dst: IPAddress) -> bool:
+        """Whether the reply of local pod ``dst`` to local pod ``src`` is bridged past netfilter:
+        with ``bridge-nf-call-iptables=0`` and pods on one bridge (``ifaces`` kind bridge), a
+        reply on the same L2 segment never meets conntrack, so a DNAT is not undone (the kernel:
+        the client gets the endpoint's own address back and the connection fails)."""
+        if origin != "pod" or self.bridge_nf_call is not False:
+            return False
+        name = self.pod_iface
+        if ifaces.kind(name.rstrip("+"), name.endswith("+")) not in ("bridge", "container"):
+            return False
+        return any(src in n and dst in n for n in self.local_pod_cidrs)
+
     def route(self, dst: IPAddress) -> Route:
         """The route to ``dst``: the node's own addresses by lo (the kernel's local table comes
         first), else the longest-prefix given route. Without one: this node's pods by the pod
