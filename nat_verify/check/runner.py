@@ -23,7 +23,7 @@ import attrs
 
 from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.compare import Violation, compare, describe
-from nat_verify.check.drift import drift
+from nat_verify.check.drift import drift_findings
 from nat_verify.check.nodectx import node_context
 from nat_verify.check.structure import structure_issues
 from nat_verify.intent import (
@@ -133,8 +133,13 @@ def check_ruleset(
     drift_check: bool = True,
     progress: Progress | None = None,
     location: Callable[[str], str] | None = None,
+    kube_proxy_version: str = "",
 ) -> CheckReport:
-    """Every invariant of the catalogue on one node's ruleset."""
+    """Every invariant of the catalogue on one node's ruleset.
+
+    ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
+    cluster's KubeProxyConfiguration, else the one the dump shows).
+    """
     family = ruleset.family
     ctx = node_context(cluster, node, family)
     interp = Interpreter(ruleset, ctx)
@@ -190,14 +195,11 @@ def check_ruleset(
     acc.touch(["NV014"], "")
     if drift_check:
         acc.touch(["NV015"], "")
-        for item in drift(cluster, node, ruleset):
-            detail = "\n".join([*(f"- missing: {m}" for m in item.missing[:20]), *(f"- stale: {e}" for e in item.extra[:20])])
-            acc.finding("NV015", item.service, item.message, Finding(
-                "NV015", item.service, node, item.message,
-                expected="\n".join(item.missing[:20]) or "(nothing)", actual="\n".join(item.extra[:20]) or "(nothing)",
-                location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
-            ))  # fmt: skip
-            _ = detail
+        for f in drift_findings(cluster, node, ruleset, ctx, loc, kube_proxy_version):
+            acc.touch(["NV015"], f.service, 0)
+            if f.severity == "warning":
+                acc.inconclusive.setdefault(("NV015", f.service), f.message)
+            acc.finding("NV015", f.service, f.message, f)
     return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets)
 
 

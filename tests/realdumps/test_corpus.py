@@ -127,3 +127,17 @@ def test_packets_trace_to_the_answers_read_off_the_rules(dump_id: str, index: in
         assert any(o["verdict"] == "inconclusive" for o in doc["outcomes"]), (case["why"], doc)  # type: ignore[attr-defined]
     else:
         assert _observed(doc) == sorted(case["outcomes"], key=str), case["why"]
+
+
+@pytest.mark.parametrize("dump_id", corpus.ids())
+def test_layout_era_inferred_from_each_dump(dump_id: str) -> None:
+    """Issue 8 item 2: the era the dump's own rules show, with its evidence lines."""
+    from nat_verify.kubeproxy.infer import infer_era
+
+    e = corpus.entry(dump_id)
+    inf = infer_era(corpus.text(e))
+    assert (inf.era.name if inf.era else None) == e["era"]["expected"], inf.describe()
+    lines = corpus.text(e).splitlines()
+    for ev in inf.evidence:
+        if ev.line and ev.text:  # the evidence points at the dump line it read
+            assert ev.text in lines[ev.line - 1], (ev, lines[ev.line - 1])
