@@ -329,8 +329,7 @@ def drift_findings(
 ) -> list[Finding]:  # fmt: skip
     """NV015 as findings: the layout assumed (a note), then each difference."""
     rep = drift(cluster, node, ruleset, ctx=ctx, pinned=pinned)
-    out = [Finding("NV015", "", node, f"rules compared with {rep.era.describe()}", severity="note",
-                   location=ruleset.source)]  # fmt: skip
+    out = [Finding("NV015", "", node, f"rules compared with {rep.era.describe()}", severity="note")]
     for item in rep.items:
         where = f"{ruleset.source}:{item.line}" if item.line else (location(item.service) if location else ruleset.source)
         if item.severity == "error" and item.packet is not None:
