@@ -368,27 +368,39 @@ def compile_node(
             filter_chains.setdefault(FIREWALL, [])
         for table, chain, text in jumps:
             builtin[table].setdefault(chain, []).append(f"-A {chain} {text}")
-        if era.mark_drop:
-            _kubelet_drop_rules(filter_chains, nat_chains, builtin["filter"])
+        if not era.writes_kube_firewall:
+            _kubelet_rules(filter_chains, nat_chains, builtin["filter"], localnet=not v6)
     out: list[str] = []
     _render(out, "filter", filter_chains, builtin["filter"])
     _render(out, "nat", nat_chains, builtin["nat"])
     return "\n".join(out) + "\n"
 
 
-def _kubelet_drop_rules(
-    filter_chains: dict[str, list[str]], nat_chains: dict[str, list[str]], builtin: dict[str, list[str]]
+def _kubelet_rules(
+    filter_chains: dict[str, list[str]],
+    nat_chains: dict[str, list[str]],
+    builtin: dict[str, list[str]],
+    localnet: bool,
 ) -> None:
-    """kubelet's KUBE-MARK-DROP and KUBE-FIREWALL, which the 1.16-1.24 layouts jump to.
+    """kubelet's KUBE-MARK-DROP and KUBE-FIREWALL, which the layouts before 1.27 rely on.
 
-    Not kube-proxy's rules, but a complete ruleset needs them to drop what kube-proxy marked.
+    Not kube-proxy's rules, but a complete ruleset of those releases has them: the 1.16-1.24
+    layouts drop what they mark through them, and the localnet DROP (the CVE-2020-8558 fix,
+    kubelet 1.16.11, 1.17.7, 1.18.4 and later, IPv4 only) is kubelet's until kube-proxy writes
+    its own copy in 1.27. They are written as the last patch release of each era writes them;
     kubelet created them before kube-proxy prepended its own jumps, so its jumps come last.
     """
     nat_chains[MARK_DROP] = [f"-A {MARK_DROP} -j MARK --set-xmark 0x00008000/0x00008000"]
-    filter_chains.setdefault(FIREWALL, []).append(
+    rules = filter_chains.setdefault(FIREWALL, [])
+    rules.append(
         f'-A {FIREWALL} -m comment --comment "kubernetes firewall for dropping marked packets"'
         " -m mark --mark 0x00008000/0x00008000 -j DROP"
     )
+    if localnet:
+        rules.append(
+            f'-A {FIREWALL} -m comment --comment "block incoming localnet connections"'
+            " -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"
+        )
     for chain in ("INPUT", "OUTPUT"):
         builtin.setdefault(chain, []).append(f"-A {chain} -j {FIREWALL}")
 

@@ -48,12 +48,12 @@ def test_an_era_the_rules_cannot_pin_gets_notes_not_errors() -> None:
 
 
 def test_same_meaning_other_text_is_a_note() -> None:
-    """1.25 and 1.27 differ only by kube-proxy's own copy of the localnet KUBE-FIREWALL rule,
-    which kubelet also writes: comparing a 1.25 dump with 1.27 finds the missing rule but no
-    packet treated differently."""
+    """From 1.27 kube-proxy owns KUBE-FIREWALL (its own copy of the localnet DROP); a 1.25 node
+    still has kubelet's chain, with the mark-drop rule besides. Compared with 1.27 that rule
+    is stale, but no packet carries kubelet's drop mark: a note."""
     rep = drift(CLUSTER, "node-1", parse(saved("1.25"), family=4), pinned="1.27")
     assert rep.items and {i.severity for i in rep.items} == {"note"}
-    assert any("block incoming localnet connections" in m for i in rep.items for m in i.missing)
+    assert any("kubernetes firewall for dropping marked packets" in x for i in rep.items for x in i.extra)
 
 
 def test_a_difference_that_changes_packets_is_an_error_with_the_packet() -> None:
