@@ -31,6 +31,7 @@ Performance: rules are plain strings appended to per-chain lists; no per-rule ob
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 
 from nat_verify.kubeproxy.endpoints import EndpointInfo, Selection, categorize, endpoint_index
 from nat_verify.kubeproxy.eras import LEGACY, NEWEST, Era, UnknownVersion, era_for_version
@@ -405,6 +406,24 @@ def _kubelet_rules(
         builtin.setdefault(chain, []).append(f"-A {chain} -j {FIREWALL}")
 
 
+def source_range_rules(
+    head: str,
+    ranges: tuple[str, ...],
+    lb_ips: Iterable[str],
+    primary_ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+    target: str,
+) -> list[str]:
+    """The KUBE-FW rules that let loadBalancerSourceRanges in (every release writes them so).
+
+    When a range holds the node's own address, the LB IPs are allowed as sources too: an LB
+    VIP bound on the node makes node->VIP traffic arrive with the VIP as its source.
+    """
+    rules = [f"{head} -s {cidr} -j {target}" for cidr in ranges]
+    if primary_ip is not None and any(primary_ip in ipaddress.ip_network(c) for c in ranges):
+        rules.extend(f"{head} -s {ip} -j {target}" for ip in lb_ips)
+    return rules
+
+
 def _first_cluster_cidr(cfg: ProxyConfig, family: int) -> str:
     """The first ``clusterCIDR`` of ``family`` (what releases before the local-traffic detector used)."""
     for text in cfg.cluster_cidrs:
@@ -574,15 +593,7 @@ def _service_port(
     if uses_fw_chain:
         rules = nat_chains.setdefault(fw_chain, [])
         head = f'-A {fw_chain} -m comment --comment "{spn} loadbalancer IP"'
-        allow_from_node = False
-        for cidr in sp.source_ranges:
-            rules.append(f"{head} -s {cidr} -j {ext_chain}")
-            if primary_ip is not None and primary_ip in ipaddress.ip_network(cidr):
-                allow_from_node = True
-        # An LB VIP bound locally makes node->VIP traffic arrive with the VIP as source.
-        if allow_from_node:
-            for ip in sp.lb_ips:
-                rules.append(f"{head} -s {ip} -j {ext_chain}")
+        rules.extend(source_range_rules(head, sp.source_ranges, sp.lb_ips, primary_ip, ext_chain))
         if mark_drop:
             rules.append(f"{head} -j {MARK_DROP}")
         else:

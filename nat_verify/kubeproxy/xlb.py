@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from nat_verify.kubeproxy.compiler import source_range_rules
 from nat_verify.kubeproxy.endpoints import EndpointInfo
 from nat_verify.kubeproxy.eras import Era
 from nat_verify.kubeproxy.hashing import endpoint_chain_name
@@ -91,9 +92,7 @@ def xlb_service_port(
                 nat_chains[svc_chain].append(f"{svc_head} ! -s {cluster_cidr} -j {MARK_MASQ}")
         n_services.append(f"{head} -j {svc_chain}")
     else:
-        f_services.append(
-            f'-A {SERVICES} -m comment --comment "{spn} has no endpoints" {pp} -d {cip} {dport} -j REJECT'
-        )
+        f_services.append(_reject(SERVICES, spn, f"{pp} -d {cip} {dport}"))
 
     # externalIPs
     for ip in sp.external_ips:
@@ -104,9 +103,7 @@ def xlb_service_port(
             n_services.append(f"{head} -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j {svc_chain}")
             n_services.append(f"{head} -m addrtype --dst-type LOCAL -j {svc_chain}")
         else:
-            f_external.append(
-                f'-A {EXTERNAL_SERVICES} -m comment --comment "{spn} has no endpoints" {pp} -d {eip} {dport} -j REJECT'
-            )
+            f_external.append(_reject(EXTERNAL_SERVICES, spn, f"{pp} -d {eip} {dport}"))
 
     # LoadBalancer ingress IPs
     for ip in sp.lb_ips:
@@ -123,24 +120,15 @@ def xlb_service_port(
                 chosen = svc_chain
             if not sp.source_ranges:
                 rules.append(f"{fw} -j {chosen}")
-            else:
-                allow_from_node = False
-                for src in sp.source_ranges:
-                    rules.append(f"{fw} -s {src} -j {chosen}")
-                    if primary_ip is not None and primary_ip in ipaddress.ip_network(src):
-                        allow_from_node = True
-                if allow_from_node:
-                    rules.append(f"{fw} -s {lbip} -j {chosen}")
+            else:  # here only this LB IP is allowed as a source (1.24 allows all of them)
+                rules.extend(source_range_rules(fw, sp.source_ranges, (lbip,), primary_ip, chosen))
             # reaching the end of the chain means not DNATed: the source was refused
             rules.append(f"{fw} -j {MARK_DROP}")
         else:
             # 1.17 writes this REJECT in KUBE-SERVICES (reached from INPUT, FORWARD and OUTPUT);
             # from 1.19 INPUT no longer jumps there and the REJECT is in KUBE-EXTERNAL-SERVICES
             chain = SERVICES if era.jumps == "input-services" else EXTERNAL_SERVICES
-            target = f_services if chain == SERVICES else f_external
-            target.append(
-                f'-A {chain} -m comment --comment "{spn} has no endpoints" {pp} -d {lbip} {dport} -j REJECT'
-            )
+            (f_services if chain == SERVICES else f_external).append(_reject(chain, spn, f"{pp} -d {lbip} {dport}"))
 
     # NodePort
     if sp.node_port:
@@ -155,10 +143,7 @@ def xlb_service_port(
                 n_nodeports.append(f"{head} -s {loopback} -j {MARK_MASQ}")
                 n_nodeports.append(f"{head} -j {xlb_chain}")
         else:
-            f_external.append(
-                f'-A {EXTERNAL_SERVICES} -m comment --comment "{spn} has no endpoints" -m addrtype --dst-type LOCAL'
-                f" {pp} --dport {sp.node_port} -j REJECT"
-            )
+            f_external.append(_reject(EXTERNAL_SERVICES, spn, f"-m addrtype --dst-type LOCAL {pp} --dport {sp.node_port}"))
     if era.health_checks and sp.health_check_node_port:
         filter_chains[NODEPORTS].append(
             f'-A {NODEPORTS} -m comment --comment "{spn} health check node port" -m tcp -p tcp'
@@ -217,6 +202,11 @@ def xlb_service_port(
     for i, sep in enumerate(local_seps):
         chance = f" -m statistic --mode random --probability {_probability(m - i, era)}" if i < m - 1 else ""
         xlb.append(f'-A {xlb_chain} -m comment --comment "Balancing rule {i} for {spn}"{chance} -j {sep}')
+
+
+def _reject(chain: str, spn: str, match: str) -> str:
+    """A service with no endpoints: REJECT (ICMP port unreachable) what would have been DNATed."""
+    return f'-A {chain} -m comment --comment "{spn} has no endpoints" {match} -j REJECT'
 
 
 def _probability(n: int, era: Era) -> str:

@@ -177,3 +177,26 @@ def test_choice_order_pinned_then_config_then_dump() -> None:
     assert choose_era("", True, rs).era.name == "1.27"
     empty = choose_era("", False, parse("*nat\nCOMMIT\n", family=4))
     assert empty.how == "default" and empty.era == NEWEST and "no rule in the dump" in empty.describe()
+
+
+def test_annotation_selects_the_era_and_legacy_layout_still_means_1_27(tmp_path: Path) -> None:
+    base = (GOLDEN / "cluster.yaml").read_text()
+    cfg = "kind: KubeProxyConfiguration\nmode: iptables\n"
+    for annots, era in (('{nat-verify.io/kube-proxy-version: "1.17"}', "1.17"),
+                             ('{nat-verify.io/legacy-layout: "true"}', "1.27")):  # fmt: skip
+        p = tmp_path / f"{era}.yaml"
+        p.write_text(base.replace(cfg, f"kind: KubeProxyConfiguration\nmetadata:\n  annotations: {annots}\nmode: iptables\n"))
+        got = compile_node(load_cluster(p), "node-1", 4, base_jumps=False)
+        assert got == (GOLDEN / f"expected-{era}.rules").read_text()
+
+
+def test_bad_version_annotation_is_refused_with_file_and_line(tmp_path: Path) -> None:
+    from nat_verify.kube.errors import KubeInputError
+
+    p = tmp_path / "bad.yaml"
+    p.write_text((GOLDEN / "cluster.yaml").read_text().replace(
+        "kind: KubeProxyConfiguration\nmode: iptables\n",
+        'kind: KubeProxyConfiguration\nmetadata:\n  annotations: {nat-verify.io/kube-proxy-version: "1.12"}\nmode: iptables\n'))  # fmt: skip
+    with pytest.raises(KubeInputError) as e:
+        load_cluster(p)
+    assert str(p) in str(e.value) and "1.16" in str(e.value)
