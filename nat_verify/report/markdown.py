@@ -62,6 +62,15 @@ def md_code(text: object, *, in_table: bool = False) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+_RESULT_COLUMNS = ("invariant", "service", "node", "status", "engine", "checked", "cluster")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, list):
+        return "<br>".join(md_text(v) for v in value)
+    return md_text(value)
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -172,13 +181,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for n, f in enumerate(findings, 1):
         lines += _finding(n, f)
     results = list(report.get("results", []))
+    # what newer engines add to a result (assumptions, ...) gets a column of its own
+    extra = sorted({k for r in results for k in r} - set(_RESULT_COLUMNS))
     lines += [
         f"## Results ({len(results)})",
         "",
         "<details><summary>every (invariant, service, node) checked</summary>",
         "",
-        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster"]),
-        _row(["---"] * 5 + ["---:", "---"]),
+        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster", *extra]),
+        _row(["---"] * 5 + ["---:", "---"] + ["---"] * len(extra)),
     ]
     for r in results:
         lines.append(
@@ -191,6 +202,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                     md_text(r.get("engine", "")),
                     md_text(r.get("checked", "")),
                     md_code(r.get("cluster", ""), in_table=True),
+                    *(_cell(r.get(k, "")) for k in extra),
                 ]
             )
         )

@@ -25,20 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from nat_verify.cli import main
+from tests.unit.test_cli import run
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 WEB = str(SPECS / "web-svc.yaml")
 ENDPOINTS = {"10.42.1.7:8080": "node-1", "10.42.2.3:8080": "node-2"}
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
 
 
 def explain_json(*args: str) -> dict[str, Any]:

@@ -278,3 +278,16 @@ def test_junit_survives_control_characters_and_orphan_findings(report: dict[str,
     assert msg is not None and msg.get("message") == "bad\\x01byte"
     orphan = root.find("testsuite[@name='NV014']/testcase")
     assert orphan is not None and orphan.get("name") == "(node-wide) @ node-a"
+
+
+def test_fields_newer_engines_add_to_results_are_shown() -> None:
+    # results may carry what a proof rests on ("assumptions", a list): HTML and Markdown show it
+    report = build_report([Result("NV001", "a/b:80", "n", "proved", "exhaustive")], [],
+                          command="verify", clusters=["c"])  # fmt: skip
+    report["results"][0]["assumptions"] = ["route_localnet=1 (default)", "pod interface cni0"]
+    md = render_markdown(report)
+    header = next(ln for ln in md.splitlines() if ln.startswith("| invariant | service"))
+    assert header.endswith("| assumptions |")
+    assert "route\\_localnet=1 \\(default\\)<br>pod interface cni0" in md
+    html = render_html(report)
+    assert "<th>assumptions</th>" in html and "route_localnet=1 (default)<br>pod interface cni0" in html
