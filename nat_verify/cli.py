@@ -83,9 +83,75 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 def load_dump(path: str, family: int | None = None) -> Ruleset:
     from nat_verify.netfilter.interpreter import validate_ruleset
 
-    ruleset = parse_file(path, family=family)
+    try:
+        ruleset = parse_file(path, family=family)
+    except DumpError as e:
+        raise _suggest_partial(path, e) from None
     validate_ruleset(ruleset)
     return ruleset
+
+
+# -- partial dumps (--partial, --table) ---------------------------------------------------------
+
+
+def _suggest_partial(path: str, e: DumpError) -> DumpError:
+    """The strict reader's error, with a hint when the file reads like a pasted excerpt."""
+    from nat_verify.netfilter.excerpt import looks_like_excerpt
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return e
+    if not looks_like_excerpt(head):
+        return e
+    return DumpError(e.file, e.line, f"{e.message} (this looks like an excerpt of a dump: --partial reads excerpts)")
+
+
+def partial_options(fn: F) -> F:
+    """``--partial`` and ``--table`` for the commands that read excerpts (trace, check, diff)."""
+    fn = click.option(
+        "--table", "table", type=click.Choice(["raw", "mangle", "nat", "filter", "security"]),
+        help="with --partial: the table of rules that have no '*table' header",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--partial", is_flag=True,
+        help="read an excerpt (a grep, iptables -S, a paste with prompts or quote marks): what it does not "
+        "show makes answers inconclusive, results are at most 'holds'",
+    )(fn)  # fmt: skip
+    return fn
+
+
+def load_rules(path: str, family: int | None, partial: bool, table: str | None) -> tuple[Ruleset, Any]:
+    """The ruleset of DUMP, strictly or (``--partial``) as an excerpt; the ``Excerpt`` or None.
+
+    With ``--partial`` every line that could not be used, and what the excerpt does not show,
+    is listed on stderr.
+    """
+    if not partial:
+        if table is not None:
+            raise InputError("--table", "--table is for excerpts: give --partial too")
+        return load_dump(path, family), None
+    from nat_verify.netfilter.excerpt import read_excerpt
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DumpError(path, 0, f"cannot read: {e.strerror}") from None
+    ex = read_excerpt(data, source=path, family=family, table=table)
+    validate_ruleset(ex.ruleset)
+    for note in ex.notes():
+        click.echo(f"nat-verify: {note}", err=True)
+    return ex.ruleset, ex
+
+
+def at_most_holds(results: Sequence[Any]) -> list[Any]:
+    """Results read from an excerpt: what it does not show could break a proof."""
+    import attrs
+
+    return [attrs.evolve(r, status="holds") if r.status == "proved" else r for r in results]
 
 
 def require_node(cluster: Cluster, node: str) -> None:
@@ -181,6 +247,7 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@partial_options
 @guarded
 def trace(
     dump: str,
@@ -196,11 +263,15 @@ def trace(
     kernel: bool,
     fmt: str,
     verbose: bool,
+    partial: bool = False,
+    table: str | None = None,
 ) -> None:
     """Run packets through a node's rules: every outcome, its probability and its rule path."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
-    ruleset = load_dump(dump, dump_family(dump, src))
+    if partial and kernel:
+        raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
+    ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
     if packets_file:
@@ -221,7 +292,12 @@ def trace(
         if tr.inconclusive:
             code = EXIT_INCONCLUSIVE
         if fmt == "json":
-            click.echo(json.dumps(tr.to_json(), separators=(",", ":") if packets_file else None))
+            doc = tr.to_json()
+            if excerpt is not None:
+                doc["partial"] = True
+                if not packets_file:
+                    doc["excerpt"] = excerpt.to_json()
+            click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
         else:
             from nat_verify.report.text import render_trace_text, want_color
 
@@ -349,8 +425,12 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
 @click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
 @click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@partial_options
 @guarded
-def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...]) -> None:
+def check(
+    dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
+    partial: bool = False, table: str | None = None,
+) -> None:  # fmt: skip
     """A real node's iptables-save dump against the cluster's objects."""
     from nat_verify.check import check_ruleset
     from nat_verify.check.nodectx import node_context
@@ -358,16 +438,21 @@ def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output:
     from nat_verify.report.evidence import service_shares, with_evidence
 
     _check_outputs(output, reports)
-    ruleset = load_dump(dump)
+    ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
-    rep = check_ruleset(cluster, node, ruleset)
+    # an excerpt shows a few rules: what it lacks is not drift
+    rep = check_ruleset(cluster, node, ruleset, drift_check=excerpt is None)
+    results = rep.results if excerpt is None else at_most_holds(rep.results)
     interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
+    if excerpt is not None:
+        meta.update(partial=True, excerpt=excerpt.to_json())
     report = build_report(
-        rep.results, with_evidence(rep.findings, interp, lines), command="check",
+        results, with_evidence(rep.findings, interp, lines), command="check",
         clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
+        meta=meta,
         shares=service_shares(cluster, node, interp),
     )  # fmt: skip
     _emit(report, fmt, output, reports)
@@ -412,16 +497,17 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@partial_options
 @guarded
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str,
+    pod_cidrs: tuple[str, ...], fmt: str, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
 
-    a = load_dump(dump_a)
-    b = load_dump(dump_b, a.family)
+    a, ex_a = load_rules(dump_a, None, partial, table)
+    b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
     res = equivalent(a, b, ctx)
@@ -429,9 +515,12 @@ def diff(
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
         doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        if partial:
+            doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
     elif d is None:
-        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+        what = " on what the excerpts show (at most holds)" if partial else ""
+        click.echo(f"equivalent{what}: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
     else:
         from nat_verify.model.outcome import Trace
         from nat_verify.report.text import render_trace_text
