@@ -425,11 +425,14 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
 @click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
 @click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@click.option("--kernel-probes", default=0, show_default=True, type=click.IntRange(0, 100_000),
+              help="also send each Service's ClusterIP packet N times through the kernel (root): "
+                   "the report charts the observed shares beside the model's")  # fmt: skip
 @partial_options
 @guarded
 def check(
     dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
-    partial: bool = False, table: str | None = None,
+    kernel_probes: int = 0, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """A real node's iptables-save dump against the cluster's objects."""
     from nat_verify.check import check_ruleset
@@ -446,6 +449,15 @@ def check(
     results = rep.results if excerpt is None else at_most_holds(rep.results)
     interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    shares = service_shares(cluster, node, interp)
+    if kernel_probes:
+        from nat_verify.oracle import kernel_available
+        from nat_verify.report.evidence import kernel_shares
+
+        reason = kernel_available()
+        if reason is not None:
+            raise InputError("--kernel-probes", f"the kernel oracle is unavailable here: {reason}")
+        shares = kernel_shares(ruleset, interp.ctx, shares, kernel_probes, source=dump)
     meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
     if excerpt is not None:
         meta.update(partial=True, excerpt=excerpt.to_json())
@@ -453,7 +465,7 @@ def check(
         results, with_evidence(rep.findings, interp, lines), command="check",
         clusters=[cluster.name or ",".join(cluster_path)],
         meta=meta,
-        shares=service_shares(cluster, node, interp),
+        shares=shares,
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])

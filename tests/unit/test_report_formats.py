@@ -291,3 +291,27 @@ def test_fields_newer_engines_add_to_results_are_shown() -> None:
     assert "route\\_localnet=1 \\(default\\)<br>pod interface cni0" in md
     html = render_html(report)
     assert "<th>assumptions</th>" in html and "route_localnet=1 (default)<br>pod interface cni0" in html
+
+
+def test_share_chart_shows_the_kernels_counts_and_destinations_the_model_lacks() -> None:
+    from fractions import Fraction
+    from ipaddress import ip_address
+
+    from nat_verify.model.outcome import Outcome, Trace
+    from nat_verify.model.packet import Packet
+    from nat_verify.report.evidence import Share
+
+    def dnat(ip: str) -> Outcome:
+        return Outcome(Fraction(1, 2), "forward", ip_address(ip), 8080, ip_address("10.42.1.2"), 40000, dnat=True)
+
+    trace = Trace(Packet("10.42.1.2", "10.43.0.15", dport=80, origin="pod"), (dnat("10.42.1.7"), dnat("10.42.2.3")))
+    # 10 probes: 6 and 3 to the model's endpoints, 1 to an address no rule of the model names
+    share = Share("a/web:80", "n1", trace, 10, (("10.42.1.7:8080", 6), ("10.42.2.3:8080", 3), ("10.9.9.9:80", 1)))
+    doc = share.to_json()
+    assert doc["probes"] == 10
+    assert [(e["destination"], e["probability"], e["observed"]) for e in doc["endpoints"]] == [
+        ("10.42.1.7:8080", "1/2", 6), ("10.42.2.3:8080", "1/2", 3), ("10.9.9.9:80", "0", 1)
+    ]
+    report = build_report([], [], command="check", clusters=[], shares=[share])
+    html = render_html(report)
+    assert html.count('<rect class="obs"') == 3 and "observed 1 of 10" in html
