@@ -19,6 +19,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -174,6 +175,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         )
     lines = [f"# nat-verify report: {md_text(outcome)}", "", " · ".join(facts), ""]
     lines += ["## Summary", "", *_summary(report), ""]
+    premises = assumption_texts(report.get("assumptions"))
+    if premises:
+        lines += [f"## What the results rest on ({len(premises)})", "", *(f"- {md_text(x)}" for x in premises), ""]
     findings = list(report.get("findings", []))
     lines += [f"## Findings ({len(findings)})", ""]
     if not findings:

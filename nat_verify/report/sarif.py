@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from nat_verify.report import catalogue as cat
 from nat_verify.report.document import json_text
-from nat_verify.report.words import packet_json_text, where
+from nat_verify.report.words import assumption_texts, packet_json_text, where
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -220,6 +220,8 @@ def sarif_document(
         "columnKind": "unicodeCodePoints",
         "results": sarif_results,
     }
+    if report.get("assumptions"):
+        run["properties"] = {"assumptions": assumption_texts(report["assumptions"])}
     if root is not None:
         run["originalUriBaseIds"] = {"%SRCROOT%": {"uri": Path(root).resolve().as_uri() + "/"}}
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

@@ -26,6 +26,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -349,6 +350,11 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     columns = (*shown_statuses(report, width), "findings")
     items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
+    premises = assumption_texts(report.get("assumptions"))
+    if premises:
+        items.append(Text(f"What the results rest on ({len(premises)})", style="bold underline"))
+        items += [Padding(Text(safe(line), style="yellow" if line.startswith("assumed") else ""), (0, 0, 0, 2)) for line in premises]
+        items.append(Text(""))
     findings = list(report.get("findings", []))
     if findings:
         items.append(Text(f"Findings ({len(findings)})", style="bold underline"))

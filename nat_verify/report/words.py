@@ -136,3 +136,21 @@ def packet_json_text(packet: Mapping[str, Any] | None) -> str:
 
 def where(service: str, node: str) -> str:
     return f"{service or '(node-wide)'} on {node or '(any node)'}"
+
+
+def assumption_texts(items: Any) -> list[str]:
+    """What results rest on that the user did not give (a report's ``assumptions``), one line
+    per premise: ``assumed: FACT = VALUE [node] (detail)``, the same premise of several nodes
+    on one line."""
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for a in items or []:
+        if not isinstance(a, Mapping):
+            continue
+        key = (str(a.get("basis", "assumed")), str(a.get("fact", "")), str(a.get("value", "")), str(a.get("detail", "")))
+        groups.setdefault(key, []).append(str(a.get("node", "")))
+    out = []
+    for (basis, fact, value, detail), nodes in groups.items():
+        named = sorted({n for n in nodes if n})
+        where_ = f" [{', '.join(named)}]" if named else ""
+        out.append(f"{basis}: {fact} = {value}{where_}" + (f" ({detail})" if detail else ""))
+    return out

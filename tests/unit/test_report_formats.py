@@ -315,3 +315,20 @@ def test_share_chart_shows_the_kernels_counts_and_destinations_the_model_lacks()
     report = build_report([], [], command="check", clusters=[], shares=[share])
     html = render_html(report)
     assert html.count('<rect class="obs"') == 3 and "observed 1 of 10" in html
+
+
+def test_what_the_results_rest_on_is_shown_in_every_format() -> None:
+    # a report's "assumptions": facts the user did not give (the node facts work adds them)
+    report = build_report([Result("NV001", "a/b:80", "n1", "proved", "exhaustive")], [],
+                          command="check", clusters=["c"])  # fmt: skip
+    report["assumptions"] = [
+        {"node": "n1", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
+        {"node": "n2", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
+    ]
+    line = "assumed: route_localnet = 1 [n1, n2] (kube-proxy's default)"
+    from nat_verify.report.text import render_text
+
+    assert line in render_text(report, width=100)
+    assert line in render_html(report).replace("&#x27;", "'")
+    assert md_text(line) in render_markdown(report)
+    assert json.loads(render_sarif(report))["runs"][0]["properties"]["assumptions"] == [line]
