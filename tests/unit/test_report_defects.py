@@ -256,6 +256,11 @@ def test_sarif_one_fingerprint_per_distinct_finding(broken_report: dict[str, Any
     assert len(nv004) >= 2
     prints = [r["partialFingerprints"]["natVerifyFinding/v1"] for r in results]
     assert len(set(prints)) == len(results) == len(broken_report["findings"])
+    # and the file passes the official SARIF 2.1.0 schema
+    from tests.unit.test_report_golden import _sarif_schema
+
+    jsonschema = pytest.importorskip("jsonschema")
+    assert not list(jsonschema.Draft4Validator(_sarif_schema()).iter_errors(doc))
 
 
 def test_sarif_absolute_cluster_path_is_relative_to_the_working_directory(
