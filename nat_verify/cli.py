@@ -624,25 +624,33 @@ def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: 
     if not name:
         raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
     require_node(cluster, name)
-    family = 6 if ":" in who.ip else 4
+    from nat_verify.check.nodectx import node_context
+    from nat_verify.check.runner import families
+
+    if who.ip:
+        fams: tuple[int, ...] = (6 if ":" in who.ip else 4,)
+    else:  # a Service: every family the node has an address of (a dual-stack Service twice)
+        fams = families(cluster, name)
+    traced = []
     if dump is not None:
-        ruleset = load_dump(dump, family)
+        ruleset = load_dump(dump, fams[0] if who.ip else None)
         lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        traced.append((Interpreter(ruleset, node_context(cluster, name, ruleset.family)), lines))
         rules = f"the node's own, from {dump}"
     else:
-        ruleset, lines = compiled_ruleset(cluster, name, family)
+        for fam in fams:
+            ruleset, lines = compiled_ruleset(cluster, name, fam)
+            traced.append((Interpreter(ruleset, node_context(cluster, name, fam)), lines))
         rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
-    from nat_verify.check.nodectx import node_context
-
-    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
-    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    doc = explain_doc(cluster, who, name, traced, rules=rules)
     write_all([(path, render_explain(doc, format_of(path))) for path in reports])
     if fmt == "json":
         click.echo(render_explain(doc, "json"), nl=False)
     else:
         from nat_verify.explain.render import render_explain_text
 
-        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+        text = render_explain_text(doc, width=terminal_width(sys.stdout))
+        click.echo(text, nl=not text.endswith("\n"))
     sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 
