@@ -42,14 +42,16 @@ def artifact(file: str, root: str | None) -> dict[str, Any] | None:
     p: PurePosixPath | PureWindowsPath = PurePosixPath(file)
     if "\\" in file or PureWindowsPath(file).drive:
         p = PureWindowsPath(file)
+    if isinstance(p, PurePosixPath) and root is not None and (p.is_absolute() or ".." in p.parts):
+        # a path outside the working tree cannot be mapped into a repository: say where it is
+        full = (Path(root) / file).resolve() if not p.is_absolute() else Path(file)
+        try:
+            rel = full.relative_to(Path(root).resolve())
+        except ValueError:
+            return {"uri": full.as_uri()}
+        return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
     if p.is_absolute():
-        if root is not None:
-            try:
-                rel = Path(file).relative_to(root)
-            except ValueError:
-                return {"uri": Path(file).as_uri()}
-            return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
-        return {"uri": Path(file).as_uri()}
+        return {"uri": Path(file).as_uri()} if isinstance(p, PurePosixPath) else {"uri": p.as_uri()}
     return {"uri": quote(p.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
 
 

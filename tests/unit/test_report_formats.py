@@ -213,6 +213,13 @@ def test_sarif_uris(report: dict[str, Any]) -> None:
     assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {
         "uri": "file:///repo/specs/my%20web.yaml"
     }
+    # a relative path that leaves the working tree is no repository path: its file URI
+    report["findings"][0]["location"] = "../outside/a.yaml:3"
+    res = json.loads(render_sarif(report, root="/repo/sub"))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "file:///repo/outside/a.yaml"}
+    report["findings"][0]["location"] = "specs/../specs/a.yaml:3"
+    res = json.loads(render_sarif(report, root="/repo"))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "specs/a.yaml", "uriBaseId": "%SRCROOT%"}
     # no manifest location: the deciding rule in the dump (the last step, line 120)
     report["findings"][0]["location"] = "<generated>"
     res = json.loads(render_sarif(report))["runs"][0]["results"][0]
