@@ -332,7 +332,7 @@ def test_what_the_results_rest_on_is_shown_in_every_format() -> None:
         {"node": "n1", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
         {"node": "n2", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
     ]
-    line = "assumed: route_localnet = 1 [n1, n2] (kube-proxy's default)"
+    line = "assumed: route_localnet = 1 [2 nodes] (kube-proxy's default)"
     from nat_verify.report.text import render_text
 
     assert line in render_text(report, width=100)
