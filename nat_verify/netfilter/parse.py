@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from nat_verify import dumpformat
 from nat_verify.netfilter.ruleset import (
     BUILTIN_CHAINS,
     Chain,
@@ -242,6 +243,13 @@ def _parse_counters(text: str) -> tuple[int, int]:
     return int(a), int(b)
 
 
+def _unexpected(text: str, line: str) -> str:
+    kind = dumpformat.detect(text)
+    if dumpformat.is_nftables(kind):
+        return f"this is an nftables ruleset ({kind} form), not iptables-save output"
+    return f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {line[:60]!r}"
+
+
 def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = None) -> Ruleset:
     """Parse a whole dump. ``family`` is inferred from the header or addresses when None."""
     if isinstance(text, bytes):
@@ -306,7 +314,7 @@ class _Parser:
             elif c == ":":
                 self.declare_chain(no, s[1:])
             else:
-                raise self.err(no, f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {s[:60]!r}")
+                raise self.err(no, _unexpected(text, s))
         if self.cur is not None:
             raise self.err(
                 last, f"truncated dump: table '{self.cur}' opened at line {self.cur_line} has no COMMIT"
