@@ -18,6 +18,7 @@ from nat_verify.kube.node import read_node
 from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
 from nat_verify.kube.service import read_service
+from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
 from nat_verify.model.cluster import (
     Cluster,
@@ -35,7 +36,10 @@ API_VERSIONS = {
     "Node": "v1",
     "Pod": "v1",
     "KubeProxyConfiguration": "kubeproxy.config.k8s.io/v1alpha1",
+    "ServiceCIDR": "networking.k8s.io/v1",
 }
+# earlier API versions read the same (ServiceCIDR was beta in 1.31 and 1.32)
+OTHER_API_VERSIONS = {"ServiceCIDR": ("networking.k8s.io/v1beta1",)}
 
 # Kinds that carry nothing kube-proxy reads. Endpoints is here on purpose: kube-proxy reads
 # EndpointSlices only (the mirroring controller turns custom Endpoints into slices).
@@ -84,7 +88,6 @@ IGNORED_KINDS = frozenset(
         "RuntimeClass",
         "Secret",
         "ServiceAccount",
-        "ServiceCIDR",
         "StatefulSet",
         "StorageClass",
         "ValidatingAdmissionPolicy",
@@ -151,6 +154,7 @@ def build_cluster(
     nodes: list[Node] = []
     pods: list[tuple[Pod, str]] = []
     proxy: ProxyConfig | None = None
+    service_cidrs: list[str] = []
     seen: dict[tuple[str, str, str], SourceRef] = {}
 
     def once(kind: str, namespace: str, obj_name: str, src: SourceRef) -> None:
@@ -182,6 +186,10 @@ def build_cluster(
             pod, phase = read_pod(obj)
             once(kind, pod.namespace, pod.name, pod.source)
             pods.append((pod, phase))
+        elif kind == "ServiceCIDR":
+            cidr_name, cidrs = read_service_cidr(obj)
+            once(kind, "", cidr_name, SourceRef(obj.file, obj.line))
+            service_cidrs.extend(c for c in cidrs if c not in service_cidrs)
         else:
             config = read_proxy_config(obj)
             if proxy is not None:
@@ -214,6 +222,7 @@ def build_cluster(
         nodes=tuple(nodes),
         pods=tuple(p for p, _ in pods),
         proxy=proxy if proxy is not None else ProxyConfig(),
+        service_cidrs=tuple(service_cidrs),
         name=name,
         source=source if source is not None else SourceRef(),
     )
@@ -230,7 +239,7 @@ def _kind(obj: RawObject) -> str | None:
     kind = f.text("kind", required=True)
     api_version = f.text("apiVersion", required=True)
     if kind in API_VERSIONS:
-        if api_version != API_VERSIONS[kind]:
+        if api_version != API_VERSIONS[kind] and api_version not in OTHER_API_VERSIONS.get(kind, ()):
             f.fail(
                 "apiVersion",
                 f"must be {API_VERSIONS[kind]!r} for kind {kind} (got {api_version!r})",
