@@ -47,12 +47,13 @@ def guarded(fn: F) -> F:
     from nat_verify.kube.errors import KubeInputError
     from nat_verify.kubeproxy.errors import CompileError
     from nat_verify.report.document import ReportInputError
+    from nat_verify.report.files import OutputError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError) as e:
+        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError) as e:
             fail(str(e))
         except Exception as e:  # the oracle's own refusals (no kernel, restore refused)
             if type(e).__name__ in ("KernelUnavailable", "OracleUnsupported", "RestoreError"):
@@ -82,9 +83,75 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 def load_dump(path: str, family: int | None = None) -> Ruleset:
     from nat_verify.netfilter.interpreter import validate_ruleset
 
-    ruleset = parse_file(path, family=family)
+    try:
+        ruleset = parse_file(path, family=family)
+    except DumpError as e:
+        raise _suggest_partial(path, e) from None
     validate_ruleset(ruleset)
     return ruleset
+
+
+# -- partial dumps (--partial, --table) ---------------------------------------------------------
+
+
+def _suggest_partial(path: str, e: DumpError) -> DumpError:
+    """The strict reader's error, with a hint when the file reads like a pasted excerpt."""
+    from nat_verify.netfilter.excerpt import looks_like_excerpt
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return e
+    if not looks_like_excerpt(head):
+        return e
+    return DumpError(e.file, e.line, f"{e.message} (this looks like an excerpt of a dump: --partial reads excerpts)")
+
+
+def partial_options(fn: F) -> F:
+    """``--partial`` and ``--table`` for the commands that read excerpts (trace, check, diff)."""
+    fn = click.option(
+        "--table", "table", type=click.Choice(["raw", "mangle", "nat", "filter", "security"]),
+        help="with --partial: the table of rules that have no '*table' header",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--partial", is_flag=True,
+        help="read an excerpt (a grep, iptables -S, a paste with prompts or quote marks): what it does not "
+        "show makes answers inconclusive, results are at most 'holds'",
+    )(fn)  # fmt: skip
+    return fn
+
+
+def load_rules(path: str, family: int | None, partial: bool, table: str | None) -> tuple[Ruleset, Any]:
+    """The ruleset of DUMP, strictly or (``--partial``) as an excerpt; the ``Excerpt`` or None.
+
+    With ``--partial`` every line that could not be used, and what the excerpt does not show,
+    is listed on stderr.
+    """
+    if not partial:
+        if table is not None:
+            raise InputError("--table", "--table is for excerpts: give --partial too")
+        return load_dump(path, family), None
+    from nat_verify.netfilter.excerpt import read_excerpt
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DumpError(path, 0, f"cannot read: {e.strerror}") from None
+    ex = read_excerpt(data, source=path, family=family, table=table)
+    validate_ruleset(ex.ruleset)
+    for note in ex.notes():
+        click.echo(f"nat-verify: {note}", err=True)
+    return ex.ruleset, ex
+
+
+def at_most_holds(results: Sequence[Any]) -> list[Any]:
+    """Results read from an excerpt: what it does not show could break a proof."""
+    import attrs
+
+    return [attrs.evolve(r, status="holds") if r.status == "proved" else r for r in results]
 
 
 def require_node(cluster: Cluster, node: str) -> None:
@@ -180,6 +247,7 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@partial_options
 @guarded
 def trace(
     dump: str,
@@ -195,11 +263,15 @@ def trace(
     kernel: bool,
     fmt: str,
     verbose: bool,
+    partial: bool = False,
+    table: str | None = None,
 ) -> None:
     """Run packets through a node's rules: every outcome, its probability and its rule path."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
-    ruleset = load_dump(dump, dump_family(dump, src))
+    if partial and kernel:
+        raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
+    ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
     if packets_file:
@@ -220,7 +292,12 @@ def trace(
         if tr.inconclusive:
             code = EXIT_INCONCLUSIVE
         if fmt == "json":
-            click.echo(json.dumps(tr.to_json(), separators=(",", ":") if packets_file else None))
+            doc = tr.to_json()
+            if excerpt is not None:
+                doc["partial"] = True
+                if not packets_file:
+                    doc["excerpt"] = excerpt.to_json()
+            click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
         else:
             from nat_verify.report.text import render_trace_text, want_color
 
@@ -247,39 +324,47 @@ def _progress(enabled: bool) -> Any:
     )  # fmt: skip
 
 
-def _emit(report: dict[str, Any], fmt: str, output: str | None) -> None:
-    from nat_verify.report import render
-    from nat_verify.report.text import render_text, want_color
+def _emit(report: dict[str, Any], fmt: str, output: str | None, reports: Sequence[str] = ()) -> None:
+    """The report on stdout (or ``-o FILE``) in ``fmt``, and in every ``--report FILE``."""
+    import os
 
-    if fmt == "json":
-        text = json.dumps(report, indent=2) + "\n"
-    elif fmt == "text":
-        text = render_text(report, color=output is None and want_color(sys.stdout))
+    from nat_verify.report import render
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import render_text, terminal_width, want_color
+
+    to_stdout = output in (None, "-")
+    root = os.getcwd()  # SARIF locations are relative to where the command runs
+    if fmt == "text":
+        tty = to_stdout and want_color(sys.stdout)
+        text = render_text(report, color=tty, width=terminal_width(sys.stdout) if to_stdout else 80)
     else:
-        text = render(report, fmt)
-    if output:
-        _write_atomically(output, text)
-    else:
+        text = render(report, fmt, root=root)
+    files = [(path, render(report, format_of(path), root=root)) for path in reports]
+    if not to_stdout:
+        assert output is not None
+        files.insert(0, (output, text))
+    write_all(files)
+    if to_stdout:
         click.echo(text, nl=not text.endswith("\n"))
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write all or nothing: a half-written report is worse than none."""
-    import os
-    import tempfile
+def _check_outputs(output: str | None, reports: Sequence[str]) -> None:
+    """Refuse unknown report extensions and missing directories before any work is done."""
+    from nat_verify.report.files import check_writable, format_of
 
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(path, f"cannot write: {e.strerror}") from None
+    for path in reports:
+        format_of(path)
+        check_writable(path)
+    if output not in (None, "-"):
+        assert output is not None
+        check_writable(output)
 
 
 REPORT_FORMATS = ["text", "json", "md", "html", "sarif", "junit"]
+REPORT_HELP = (
+    "also write the report to FILE, in the format its extension names: .html, .md, .sarif, "
+    ".xml (JUnit), .json, .txt (repeatable)"
+)
 
 
 @main.command()
@@ -287,36 +372,49 @@ REPORT_FORMATS = ["text", "json", "md", "html", "sarif", "junit"]
 @click.option("--random", "random_n", default=0, show_default=True, help="also verify N clusters generated by Hypothesis")
 @click.option("--seed", default=0, show_default=True, help="seed for --random")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
-@click.option("-o", "--output", help="write the report to this file instead of stdout")
+@click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
 @guarded
-def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None) -> None:
+def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None, reports: tuple[str, ...]) -> None:
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
     from nat_verify.check import CheckReport, verify_cluster
     from nat_verify.kube.loader import load_clusters
     from nat_verify.report import build_report
+    from nat_verify.report.evidence import verify_evidence
 
+    _check_outputs(output, reports)
     clusters = load_clusters(list(paths) or ["specs"])
     if random_n:
         from nat_verify.strategies import sample_clusters
 
         clusters += sample_clusters(random_n, seed=seed)
     total = CheckReport((), ())
+    parts: list[CheckReport] = []
     bar = _progress(True)
     if bar is not None:
         with bar:
             task = bar.add_task("verifying", total=len(clusters))
             for c in clusters:
                 bar.update(task, description=f"verifying {c.name}")
-                total = total.merged(verify_cluster(c, progress=lambda _d: bar.refresh()))
+                parts.append(verify_cluster(c, progress=lambda _d: bar.refresh()))
+                total = total.merged(parts[-1])
                 bar.advance(task)
     else:
         for c in clusters:
-            total = total.merged(verify_cluster(c))
+            parts.append(verify_cluster(c))
+            total = total.merged(parts[-1])
+    findings: list[Any] = []
+    shares: list[Any] = []
+    for c, part in zip(clusters, parts, strict=True):
+        # rule text, outcomes and endpoint shares, from the rules verify checked
+        annotated, found = verify_evidence(c, part.findings)
+        findings += annotated
+        shares += found
     report = build_report(
-        total.results, total.findings, command="verify", clusters=[c.name for c in clusters],
-        meta={"packets": total.packets},
+        total.results, findings, command="verify", clusters=[c.name for c in clusters],
+        meta={"packets": total.packets}, shares=shares,
     )  # fmt: skip
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
@@ -325,22 +423,39 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 @click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
 @click.option("--node", required=True, help="the node the dump was taken on")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
-@click.option("-o", "--output", help="write the report to this file instead of stdout")
+@click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@partial_options
 @guarded
-def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None) -> None:
+def check(
+    dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
+    partial: bool = False, table: str | None = None,
+) -> None:  # fmt: skip
     """A real node's iptables-save dump against the cluster's objects."""
     from nat_verify.check import check_ruleset
+    from nat_verify.check.nodectx import node_context
     from nat_verify.report import build_report
+    from nat_verify.report.evidence import service_shares, with_evidence
 
-    ruleset = load_dump(dump)
+    _check_outputs(output, reports)
+    ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
-    rep = check_ruleset(cluster, node, ruleset)
+    # an excerpt shows a few rules: what it lacks is not drift
+    rep = check_ruleset(cluster, node, ruleset, drift_check=excerpt is None)
+    results = rep.results if excerpt is None else at_most_holds(rep.results)
+    interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
+    lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
+    if excerpt is not None:
+        meta.update(partial=True, excerpt=excerpt.to_json())
     report = build_report(
-        rep.results, rep.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
+        results, with_evidence(rep.findings, interp, lines), command="check",
+        clusters=[cluster.name or ",".join(cluster_path)],
+        meta=meta,
+        shares=service_shares(cluster, node, interp),
     )  # fmt: skip
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
@@ -410,16 +525,17 @@ def compile_nftables(cluster: Cluster, node: str, family: int, style: str) -> st
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@partial_options
 @guarded
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str,
+    pod_cidrs: tuple[str, ...], fmt: str, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
 
-    a = load_dump(dump_a)
-    b = load_dump(dump_b, a.family)
+    a, ex_a = load_rules(dump_a, None, partial, table)
+    b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
     res = equivalent(a, b, ctx)
@@ -427,9 +543,12 @@ def diff(
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
         doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        if partial:
+            doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
     elif d is None:
-        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+        what = " on what the excerpts show (at most holds)" if partial else ""
+        click.echo(f"equivalent{what}: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
     else:
         from nat_verify.model.outcome import Trace
         from nat_verify.report.text import render_trace_text
@@ -486,6 +605,61 @@ def oracle(
         click.echo(f"nat-verify oracle: {len(pkts)} packets x {probes} probes, {len(disagree)} disagreement(s), "
                    f"{sum(d.kind == 'inconclusive' for d in found)} inconclusive, {sum(d.kind == 'unprobed' for d in found)} not probed")  # fmt: skip
     sys.exit(EXIT_VIOLATION if disagree else EXIT_INCONCLUSIVE if found else EXIT_OK)
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
+@click.option("--node", help="the node whose rules to trace (default: the target's node, else the first node)")
+@click.option("--dump", help="the node's own iptables-save dump (default: the rules nat-verify compiles for it)")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@guarded
+def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: str | None, fmt: str, reports: tuple[str, ...]) -> None:
+    """What TARGET (an address, IP:PORT or namespace/service) is, which Pods it selects and why,
+    and what the node's rules do to a packet to it from a pod, the node and outside."""
+    from nat_verify.explain import TargetError, identify
+    from nat_verify.explain import explain as explain_doc
+    from nat_verify.explain.render import render_explain
+    from nat_verify.report.evidence import compiled_ruleset
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import terminal_width
+
+    _check_outputs(None, reports)
+    cluster = load_cluster(cluster_path)
+    try:
+        who = identify(cluster, target)
+    except TargetError as e:
+        raise InputError("TARGET", str(e)) from None
+    if node is None and dump is not None:
+        raise InputError("--dump", "say which node the dump is from: --node NAME")
+    name = node or who.node or (cluster.nodes[0].name if cluster.nodes else "")
+    if not name:
+        raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
+    require_node(cluster, name)
+    family = 6 if ":" in who.ip else 4
+    if dump is not None:
+        ruleset = load_dump(dump, family)
+        lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        rules = f"the node's own, from {dump}"
+    else:
+        ruleset, lines = compiled_ruleset(cluster, name, family)
+        rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
+    from nat_verify.check.nodectx import node_context
+
+    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
+    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    write_all([(path, render_explain(doc, format_of(path))) for path in reports])
+    if fmt == "json":
+        click.echo(render_explain(doc, "json"), nl=False)
+    else:
+        from nat_verify.explain.render import render_explain_text
+
+        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+    sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 
 # -- report -----------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ from hypothesis.errors import InvalidArgument  # noqa: E402
 
 from nat_verify.model.cluster import (  # noqa: E402
     Cluster,
+    Condition,
+    Container,
     ContainerPort,
     Endpoint,
     EndpointPort,
@@ -306,6 +308,25 @@ def _draw_service(
     )
 
 
+def api_pod(
+    namespace: str,
+    name: str,
+    node: str,
+    ips: tuple[str, ...],
+    labels: tuple[tuple[str, str], ...],
+    ports: tuple[ContainerPort, ...],
+    *,
+    ready: bool = True,
+    terminating: bool = False,
+) -> Pod:
+    """A running Pod as the API server returns it: one container ``app`` and a Ready condition."""
+    return Pod(
+        namespace=namespace, name=name, node_name=node, ips=ips, labels=labels, ports=ports,
+        ready=ready, terminating=terminating, containers=(Container("app", "app", ports),),
+        conditions=(Condition("Ready", "True" if ready else "False"),),
+    )  # fmt: skip
+
+
 def _draw_backends(
     draw: st.DrawFn, plan: _Plan, svc: Service, max_endpoints: int
 ) -> tuple[tuple[EndpointSlice, ...], tuple[Pod, ...]]:
@@ -339,21 +360,15 @@ def _draw_backends(
             ready, serving, terminating = draw(st.sampled_from(_CONDITIONS))
             slot = plan.pod_slot(node)
             ips = tuple(_pod_ip(node, slot, f) for f in fams)
-            pod = Pod(
-                namespace=svc.namespace,
-                name=f"{svc.name}-pod-{len(pods)}",
-                node_name=plan.nodes[node].name,
-                ips=ips,
-                labels=svc.selector or (),
-                ports=tuple(
-                    ContainerPort(
-                        n, sp.protocol, sp.target_port if isinstance(sp.target_port, str) else ""
-                    )
-                    for sp, n in zip(svc.ports, resolved, strict=True)
-                ),
-                ready=ready,
-                terminating=terminating,
+            ports = tuple(
+                ContainerPort(n, sp.protocol, sp.target_port if isinstance(sp.target_port, str) else "")
+                for sp, n in zip(svc.ports, resolved, strict=True)
             )
+            # as the EndpointSlice controller writes it: serving is the Pod's Ready condition
+            pod = api_pod(
+                svc.namespace, f"{svc.name}-pod-{len(pods)}", plan.nodes[node].name, ips,
+                svc.selector or (), ports, ready=serving, terminating=terminating,
+            )  # fmt: skip
             pods.append(pod)
             zone = _zone(node) if plan.zones else ""
             for f, ip in zip(fams, ips, strict=True):
@@ -531,15 +546,8 @@ def _clusters(
     for i in range(n_nodes):
         if draw(st.booleans()):
             slot = plan.pod_slot(i)
-            pods.append(
-                Pod(
-                    namespace="default",
-                    name=f"client-{i}",
-                    node_name=plan.nodes[i].name,
-                    ips=tuple(_pod_ip(i, slot, f) for f in families),
-                    labels=(("app", "client"),),
-                )
-            )
+            ips = tuple(_pod_ip(i, slot, f) for f in families)
+            pods.append(api_pod("default", f"client-{i}", plan.nodes[i].name, ips, (("app", "client"),), ()))
     return Cluster(
         services=tuple(svcs),
         slices=tuple(slices),

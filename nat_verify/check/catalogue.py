@@ -22,7 +22,7 @@ import attrs
 
 from nat_verify.intent import Destination, Expectation
 from nat_verify.intent.endpoints import EndpointInfo
-from nat_verify.model.outcome import Outcome, Trace
+from nat_verify.model.outcome import Outcome, Trace, probability_text
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import reply
 from nat_verify.netfilter.saveform import P31
@@ -48,7 +48,7 @@ def describe(o: Outcome) -> str:
     if not head:
         head = f"DNAT {o.destination}" if o.dnat else f"{o.verdict} un-NATed to {o.destination}"
         head += ", masqueraded" if o.masquerade else ", client IP kept"
-    return head + ("" if o.probability == 1 else f" (p={o.probability})")
+    return head + ("" if o.probability == 1 else f" (p={probability_text(o.probability)})")
 
 
 def describe_expectation(exp: Expectation) -> str:
@@ -244,6 +244,8 @@ class NV005(Invariant):
 
     Service docs ("Local preserves the client source IP and avoids a second hop"); the
     short-circuit for in-cluster sources: kubernetes PR 77523 (issue 66354), kept after PR 99317.
+    A missing short-circuit is this invariant's finding wherever it shows: a drop on a node
+    without local endpoints, or, with local endpoints, only those chosen (NV007 stays silent).
     https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
     """
 
@@ -262,6 +264,7 @@ class NV005(Invariant):
             return
         if case.exp.kind == "dnat":
             yield from _local_policy_reach(case, self.id)
+            yield from _short_circuit(case, self.id)
             yield from _masquerade(case, self.id)
 
 
@@ -306,6 +309,8 @@ class NV007(Invariant):
             return
         if len(case.outcomes) != len(case.trace.outcomes) or not all(case.allowed(o) for o in case.outcomes):
             return  # a wrong outcome is reported by its own invariant; shares are then moot
+        if _unshort_circuited(case):
+            return  # NV005 owns a missing short-circuit (only this node's endpoints chosen)
         shares: dict[tuple[str, int], Fraction] = defaultdict(Fraction)
         for o in case.outcomes:
             shares[(str(o.dst), o.dport)] += o.probability
@@ -316,7 +321,7 @@ class NV007(Invariant):
         if missing or skew:
             parts = [f"{k[0]}:{k[1]} is never chosen" for k in missing]
             parts += [f"{k[0]}:{k[1]} gets {float(p):.6f}" for k, p in skew]
-            actual = "; ".join(f"{k[0]}:{k[1]} p={v}" for k, v in sorted(shares.items()))
+            actual = "; ".join(f"{k[0]}:{k[1]} p={probability_text(v)}" for k, v in sorted(shares.items()))
             yield Violation(self.id, f"{case.dest}: endpoints are not chosen uniformly (1/{n} each): " + ", ".join(parts), case.want, actual)
 
 
@@ -482,6 +487,36 @@ def _local_policy_reach(case: Case, inv: str) -> Iterator[Violation]:
             e = case.endpoint(o)
             if e is not None and e.ready and not e.local:
                 yield case.violation(inv, f"is DNATed to {o.destination}, an endpoint on another node, under a Local traffic policy", o)
+
+
+def _unshort_circuited(case: Case) -> list[tuple[str, int]]:
+    """The other nodes' endpoints a short-circuited packet never reaches, when every outcome
+    reached this node's endpoints only: the rules treat pod/host traffic to an eTP=Local address
+    as external traffic (no short-circuit). Empty otherwise."""
+    if not case.exp.short_circuit or not case.outcomes:
+        return []
+    if not all(case.allowed(o) for o in case.outcomes):
+        return []  # a wrong outcome is reported by its own invariant
+    chosen = {case.key(o) for o in case.outcomes}
+    local = {e.key for e in case.endpoints if e.local}
+    if not chosen or not chosen <= local:
+        return []
+    return sorted(k for k in case.exp.endpoints if k not in chosen and k not in local)
+
+
+def _short_circuit(case: Case, inv: str) -> Iterator[Violation]:
+    missing = _unshort_circuited(case)
+    if not missing:
+        return
+    shown = ", ".join(f"[{ip}]:{p}" if ":" in ip else f"{ip}:{p}" for ip, p in missing)
+    o = case.outcomes[0]
+    yield case.violation(
+        inv,
+        f"traffic from {case.origin} {case.src} must be short-circuited to every cluster endpoint "
+        "(externalTrafficPolicy=Local keeps only off-cluster clients on this node, PR 77523), but "
+        f"the rules choose only this node's endpoints: {shown} is never chosen",
+        o,
+    )
 
 
 def _masq_mismatch(case: Case, o: Outcome) -> str | None:

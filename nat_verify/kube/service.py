@@ -5,7 +5,7 @@ from __future__ import annotations
 from nat_verify.kube.documents import RawObject
 from nat_verify.kube.fields import Fields, ip_family, is_port_name
 from nat_verify.kube.meta import read_meta
-from nat_verify.model.cluster import LoadBalancerIngress, Service, ServicePort
+from nat_verify.model.cluster import Lines, LoadBalancerIngress, Service, ServicePort
 
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
@@ -15,8 +15,7 @@ SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-rang
 MAX_AFFINITY_TIMEOUT = 86400
 
 
-def read_service(obj: RawObject) -> tuple[Service, bool]:
-    """The Service and its ``publishNotReadyAddresses`` (needed only to synthesise slices)."""
+def read_service(obj: RawObject) -> Service:
     meta = read_meta(obj, "Service")
     f = meta.fields
     spec = f.mapping_or_empty("spec")
@@ -71,8 +70,25 @@ def read_service(obj: RawObject) -> tuple[Service, bool]:
         health_check_node_port=hc_port,
         ip_families=families,
         source=meta.source,
+        publish_not_ready_addresses=spec.boolean("publishNotReadyAddresses", False),
+        lines=_lines(meta.lines, spec),
     )
-    return svc, spec.boolean("publishNotReadyAddresses", False)
+    return svc
+
+
+def _lines(meta_lines: tuple[tuple[str, int], ...], spec: Fields) -> Lines:
+    """The lines a finding about the Service may name: its selector (each key) and ports."""
+    out = [*meta_lines]
+    for key in ("selector", "ports", "publishNotReadyAddresses"):
+        if spec.has(key):
+            out.append((spec.field(key), spec.line(key)))
+    sel = spec.mapping("selector")
+    if sel is not None:
+        out.extend((sel.field(str(k)), sel.line(str(k))) for k in sel.data)
+    for item in spec.items("ports"):
+        out.append((item.path, item.line()))
+        out.extend((item.field(k), item.line(k)) for k in ("port", "targetPort", "protocol", "name") if item.has(k))
+    return Lines(tuple(out))
 
 
 def _cluster_ips(spec: Fields) -> tuple[str, ...]:

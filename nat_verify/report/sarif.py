@@ -11,13 +11,13 @@ the report is lost on the way.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import quote
 
 from nat_verify.report import catalogue as cat
+from nat_verify.report.document import json_text
 from nat_verify.report.words import packet_json_text, where
 
 SARIF_VERSION = "2.1.0"
@@ -72,6 +72,19 @@ def fingerprint(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
 
 
+def finding_fingerprint(f: Mapping[str, Any]) -> str:
+    """What tells one finding from another: the invariant, Service, node and location, and the
+    kind of packet (origin, protocol, destination) with what the rules did to it. The source
+    address and port are left out: they are one representative of a class, and an engine may
+    pick another next run."""
+    packet = f.get("counterexample") or {}
+    return fingerprint(
+        str(f.get("invariant", "")), str(f.get("service", "")), str(f.get("node", "")),
+        str(f.get("location", "")), str(packet.get("from", "")), str(packet.get("proto", "")),
+        str(packet.get("dst", "")), str(f.get("actual", "")), str(f.get("expected", "")),
+    )  # fmt: skip
+
+
 def _code_flow(f: Mapping[str, Any], dump: str, root: str | None) -> dict[str, Any]:
     lines = list(f.get("lines", []))
     locations = []
@@ -79,7 +92,9 @@ def _code_flow(f: Mapping[str, Any], dump: str, root: str | None) -> dict[str, A
         line = int(lines[i]) if i < len(lines) else 0
         words = str(step).split()
         table, chain = (words + ["", ""])[:2]
-        loc: dict[str, Any] = {"message": {"text": str(step)}}
+        rules = list(f.get("rules", []))
+        text = f"{step}: {rules[i]}" if i < len(rules) and rules[i] else str(step)
+        loc: dict[str, Any] = {"message": {"text": text}}
         phys = _physical(dump, line, root) if dump and line else None
         if phys is not None:
             loc["physicalLocation"] = phys
@@ -115,9 +130,7 @@ def _result_for_finding(
         "level": _LEVEL.get(str(f.get("severity", "error")), "error"),
         "message": {"text": "\n".join(details)},
         "locations": [location],
-        "partialFingerprints": {
-            "natVerifyFinding/v1": fingerprint(inv, service, node, str(f.get("location", "")))
-        },
+        "partialFingerprints": {"natVerifyFinding/v1": finding_fingerprint(f)},
         "properties": {
             "service": service,
             "node": node,
@@ -220,4 +233,4 @@ def render_sarif(
 ) -> str:
     """SARIF 2.1.0 JSON text for ``report``."""
     doc = sarif_document(report, catalogue=catalogue, root=root)
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json_text(doc)

@@ -26,8 +26,10 @@ from nat_verify.model.cluster import (
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC_NAMES = [
+    "control-plane",
     "dual-stack",
     "etp-local",
+    "hostnetwork-daemonset",
     "itp-local",
     "loadbalancer-source-ranges",
     "named-targetport",

@@ -100,7 +100,7 @@ def test_html_is_self_contained(report: dict[str, Any]) -> None:
     assert "http://" not in out and "https://" not in out
     # one section per finding, and the summary table rows: 3 invariants
     sections = [a for t, a in parsed.tags if t == "section"]
-    assert [dict(a)["class"] for a in sections] == ["finding violated", "finding inconclusive"]
+    assert [dict(a)["class"] for a in sections] == ["finding card-violated", "finding card-inconclusive"]
     tbody_rows = out.split("<tbody>")[1].split("</tbody>")[0].count("<tr>")
     assert tbody_rows == 3
 
@@ -112,10 +112,10 @@ def test_markdown_summary_and_finding(report: dict[str, Any]) -> None:
     out = render_markdown(report)
     lines = out.splitlines()
     assert lines[0] == "# nat-verify report: violated"
-    assert "| invariant | title | proved | holds | violated | inconclusive |" in lines
+    assert "| invariant | title | violated | inconclusive | holds | proved | findings |" in lines
     nv002 = next(ln for ln in lines if ln.startswith("| `NV002`"))
-    assert nv002.endswith("| 0 | 0 | **1** | 0 |")
-    assert "| **total** |  | **0** | **1** | **1** | **1** |" in lines
+    assert nv002.endswith("| **1** | 0 | 0 | 0 | 1 error |")
+    assert "| **total** |  | **1** | **1** | **1** | **0** | 1 error, 1 note |" in lines
     assert "## Findings (2)" in lines
     assert "| **packet** | `external tcp 203.0.113.9:40000 -> 192.168.0.2:30080` |" in lines
     assert "| **location** | `specs/web.yaml:14` |" in lines
@@ -130,15 +130,16 @@ def test_markdown_mermaid_block_for_each_rule_path(report: dict[str, Any]) -> No
     blocks = out.split("```mermaid\n")[1:]
     assert len(blocks) == 1  # only the NV002 finding has a path
     body = blocks[0].split("\n```")[0].splitlines()
-    assert body[0] == "flowchart LR"
-    # packet, 6 chains, the actual result as the end node
-    assert sum(1 for ln in body if ln.strip().startswith(("c", "packet(", "verdict("))
-               and "-->" not in ln) == 8
-    # c4 is KUBE-SVC-BBB, whose rule 3 jumped to KUBE-SEP-ZZZ (c5); the report's path has no
-    # targets, so the edge to the verdict carries no NAT label
-    assert '  c4 -->|"rule 3"| c5' in body
-    assert "  c5 --> verdict" in body
-    assert all("<" not in ln and "```" not in ln for ln in body)
+    assert body[0] == "flowchart TD"
+    nodes = [ln for ln in body[1:] if "-->" not in ln and not ln.strip().startswith(("class", "classDef"))]
+    # client, address, nat PREROUTING, the five KUBE chains, DNAT, routing, the end
+    assert len(nodes) == 11
+    assert nodes[2].startswith('  h2["nat PREROUTING<br>rule 1, line 53"]')
+    assert nodes[8].startswith('  h8["DNAT')
+    # NV002 is about where the packet goes: the DNAT step is the one marked
+    assert "  class h8 fault" in body
+    assert "  h7 --> h8" in body
+    assert all("```" not in ln and "<" not in ln.replace("<br>", "") for ln in body)
 
 
 def test_markdown_escaping_helpers() -> None:
@@ -273,6 +274,7 @@ def test_junit_survives_control_characters_and_orphan_findings(report: dict[str,
     root = ET.fromstring(render_junit(report))
     assert (root.get("tests"), root.get("failures")) == ("4", "2")
     msg = root.find("testsuite[@name='NV002']/testcase/failure")
-    assert msg is not None and msg.get("message") == "bad\ufffdbyte"
+    # a control character is shown as \\xNN, as in every other format
+    assert msg is not None and msg.get("message") == "bad\\x01byte"
     orphan = root.find("testsuite[@name='NV014']/testcase")
     assert orphan is not None and orphan.get("name") == "(node-wide) @ node-a"
