@@ -17,6 +17,7 @@ import gc
 import ipaddress
 import re
 
+from nat_verify import dumpformat
 from nat_verify.netfilter.ruleargs import (
     CORE_OPTIONS,
     STRING_OPTIONS,
@@ -76,6 +77,13 @@ def _parse_counters(text: str) -> tuple[int, int]:
         raise ValueError(f"expected counters '[packets:bytes]', received {text!r}")
     a, _, b = inner[1:-1].partition(":")
     return int(a), int(b)
+
+
+def _unexpected(text: str, line: str) -> str:
+    kind = dumpformat.detect(text)
+    if dumpformat.is_nftables(kind):
+        return f"this is an nftables ruleset ({kind} form), not iptables-save output"
+    return f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {line[:60]!r}"
 
 
 def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = None) -> Ruleset:
@@ -151,7 +159,7 @@ class _Parser:
             elif c == ":":
                 self.declare_chain(no, s[1:])
             else:
-                raise self.err(no, f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {s[:60]!r}")
+                raise self.err(no, _unexpected(text, s))
         if self.cur is not None:
             raise self.err(
                 last, f"truncated dump: table '{self.cur}' opened at line {self.cur_line} has no COMMIT"
