@@ -579,6 +579,61 @@ def oracle(
     sys.exit(EXIT_VIOLATION if disagree else EXIT_INCONCLUSIVE if found else EXIT_OK)
 
 
+# -- explain ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
+@click.option("--node", help="the node whose rules to trace (default: the target's node, else the first node)")
+@click.option("--dump", help="the node's own iptables-save dump (default: the rules nat-verify compiles for it)")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@guarded
+def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: str | None, fmt: str, reports: tuple[str, ...]) -> None:
+    """What TARGET (an address, IP:PORT or namespace/service) is, which Pods it selects and why,
+    and what the node's rules do to a packet to it from a pod, the node and outside."""
+    from nat_verify.explain import TargetError, identify
+    from nat_verify.explain import explain as explain_doc
+    from nat_verify.explain.render import render_explain
+    from nat_verify.report.evidence import compiled_ruleset
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import terminal_width
+
+    _check_outputs(None, reports)
+    cluster = load_cluster(cluster_path)
+    try:
+        who = identify(cluster, target)
+    except TargetError as e:
+        raise InputError("TARGET", str(e)) from None
+    if node is None and dump is not None:
+        raise InputError("--dump", "say which node the dump is from: --node NAME")
+    name = node or who.node or (cluster.nodes[0].name if cluster.nodes else "")
+    if not name:
+        raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
+    require_node(cluster, name)
+    family = 6 if ":" in who.ip else 4
+    if dump is not None:
+        ruleset = load_dump(dump, family)
+        lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        rules = f"the node's own, from {dump}"
+    else:
+        ruleset, lines = compiled_ruleset(cluster, name, family)
+        rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
+    from nat_verify.check.nodectx import node_context
+
+    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
+    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    write_all([(path, render_explain(doc, format_of(path))) for path in reports])
+    if fmt == "json":
+        click.echo(render_explain(doc, "json"), nl=False)
+    else:
+        from nat_verify.explain.render import render_explain_text
+
+        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+    sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
+
+
 # -- report -----------------------------------------------------------------------------------
 
 

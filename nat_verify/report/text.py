@@ -225,7 +225,8 @@ def _status_text(status: str) -> Text:
     return Text(safe(status), style=STATUS_STYLE.get(status, ""))
 
 
-WIDE = 100  # from this width on, every status column is shown
+WIDE = 100  # from this width on, every status column is shown, under its full name
+SHORT = {"violated": "viol.", "inconclusive": "inc."}
 
 
 def shown_statuses(report: Mapping[str, Any], width: int) -> tuple[str, ...]:
@@ -248,9 +249,10 @@ def summary_table(report: Mapping[str, Any], width: int = WIDE) -> Table:
     table.add_column("invariant", footer="total", no_wrap=True)
     table.add_column("title", ratio=1, overflow="fold")
     for status in statuses:
-        table.add_column(status, justify="right", footer=str(totals.get(status, 0)), no_wrap=True)
+        head = status if width >= WIDE else SHORT.get(status, status)
+        table.add_column(head, justify="right", footer=str(totals.get(status, 0)), no_wrap=True)
     all_found = {s: sum(int(c.get(s, 0)) for c in found.values()) for s in ("error", "warning", "note")}
-    table.add_column("findings", footer=findings_cell(all_found), no_wrap=True)
+    table.add_column("findings", footer=findings_cell(all_found), max_width=12, overflow="fold")
     for inv, counts in summary.get("invariants", {}).items():
         row: list[RenderableType] = [Text(safe(inv)), Text(safe(cat.info(inv, titles).title))]
         for status in statuses:
@@ -262,9 +264,13 @@ def summary_table(report: Mapping[str, Any], width: int = WIDE) -> Table:
     return table
 
 
-def legend(columns: Sequence[str] = ()) -> list[RenderableType]:
+def legend(columns: Sequence[str] = (), short: bool = False) -> list[RenderableType]:
     """What the table's columns count (those of ``columns``, or all)."""
-    rows = [(c, [m]) for c, m in LEGEND if not columns or c in columns]
+    rows = [
+        (f"{SHORT[c]} ({c})" if short and c in SHORT else c, [m])
+        for c, m in LEGEND
+        if not columns or c in columns
+    ]
     return [Text(LEGEND_HEAD), Padding(_facts(rows, style=""), (0, 0, 0, 2))]
 
 
@@ -342,7 +348,7 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
     if clusters:
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     columns = (*shown_statuses(report, width), "findings")
-    items: list[RenderableType] = [head, summary_table(report, width), *legend(columns), Text("")]
+    items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
     findings = list(report.get("findings", []))
     if findings:
         items.append(Text(f"Findings ({len(findings)})", style="bold underline"))
