@@ -24,3 +24,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("fuzzing: every input classified")
         for line in lines:
             terminalreporter.write_line(line)
+        for message in contract.DEFECTS[:50]:
+            terminalreporter.write_line(f"defect: {message[:300]}")
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    if contract.DEFECTS:  # kept going past defects (NAT_VERIFY_FUZZ_KEEP_GOING): still a failure
+        session.exitstatus = 1
