@@ -75,6 +75,9 @@ def _parse_counters(text: str) -> tuple[int, int]:
     if not (inner.startswith("[") and inner.endswith("]")) or ":" not in inner:
         raise ValueError(f"expected counters '[packets:bytes]', received {text!r}")
     a, _, b = inner[1:-1].partition(":")
+    if not (a.isascii() and b.isascii() and a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20):
+        # the kernel's counters are 64-bit: more than 20 digits is not a counter
+        raise ValueError(f"expected counters '[packets:bytes]' of two 64-bit integers, received {text[:60]!r}")
     return int(a), int(b)
 
 
@@ -186,7 +189,11 @@ class _Parser:
     def declare_chain(self, no: int, text: str) -> None:
         if self.cur is None:
             raise self.err(no, "chain line before any '*table' header")
-        parts = text.split(None, 2)
+        if text.endswith(" - [0:0]") and " " not in text[:-8]:
+            # the common user chain line, ':KUBE-SEP-... - [0:0]', without splitting
+            parts = [text[:-8], "-", "[0:0]"]
+        else:
+            parts = text.split(None, 2)
         name = parts[0] if parts else ""
         if not name:
             raise self.err(no, "chain line without a name")
