@@ -27,29 +27,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.kernel.test_isolation import RULES, SPEC
+
 pytestmark = [pytest.mark.kernel, pytest.mark.usefixtures("kernel_ok")]
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 KILLS = {"dev": 3, "ci": 6, "thorough": 100}.get(PROFILE, 3)
 
 WORKER = r"""
-import itertools, sys
+import itertools, json, sys
 from nat_verify.oracle.oracle import KernelOracle, TopologySpec
-RULES = '''*nat
-:PREROUTING ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
--A PREROUTING -d 10.96.0.10/32 -p tcp --dport 80 -j DNAT --to-destination 10.244.1.2:8080
--A OUTPUT -d 10.96.0.10/32 -p tcp --dport 80 -j DNAT --to-destination 10.244.1.2:8080
-COMMIT
-*filter
-:INPUT ACCEPT [0:0]
--A INPUT -p tcp --dport 9001 -j REJECT
-COMMIT
-'''
-spec = TopologySpec(node_ips=("192.168.0.2",), pods=("10.244.1.2", "10.244.1.3"))
+rules, topology = sys.argv[1], json.loads(sys.argv[2])
+spec = TopologySpec(node_ips=tuple(topology["node_ips"]), pods=tuple(topology["pods"]))
 for backend in itertools.cycle(("nft", "legacy")):
     with KernelOracle(spec, backend=backend) as k:
-        k.load(RULES)
+        k.load(rules)
         for _ in range(20):
             k.probe("203.0.113.2", "10.96.0.10", 80)
             k.probe("10.244.1.3", "192.168.0.2", 9001, origin="pod")
@@ -57,6 +49,8 @@ for backend in itertools.cycle(("nft", "legacy")):
         sys.stdout.write("cycle\n")
         sys.stdout.flush()
 """
+# the rules and topology of the isolation tests: DNAT, REJECT and an nfacct object
+WORKER_ARGS = [RULES, json.dumps({"node_ips": list(SPEC.node_ips), "pods": list(SPEC.pods)})]
 
 SUPERVISOR = r"""
 import ctypes, json, os, shutil, signal, subprocess, sys, time
@@ -65,6 +59,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 delay = float(sys.argv[1])
 worker_code = sys.argv[2]
+worker_args = sys.argv[3:]
 
 def host_rules():
     out = {}
@@ -100,7 +95,7 @@ rules_before, mounts_before = host_rules(), nsfs_mounts()
 # the worker writes to a file, not a pipe: an orphan holding a pipe would block the read
 import tempfile
 log = tempfile.TemporaryFile()
-w = subprocess.Popen([sys.executable, "-c", worker_code], stdout=log, stderr=subprocess.DEVNULL)
+w = subprocess.Popen([sys.executable, "-c", worker_code, *worker_args], stdout=log, stderr=subprocess.DEVNULL)
 time.sleep(delay)
 os.kill(w.pid, signal.SIGKILL)
 w.wait()
@@ -132,7 +127,7 @@ print(json.dumps({"cycles": cycles, "leftover": leftover, "mounts_same": nsfs_mo
 @given(delay=st.floats(0.0, 4.0))
 def test_sigkill_at_any_point_leaves_no_namespace_process_mount_or_rule(delay: float) -> None:
     r = subprocess.run(
-        [sys.executable, "-c", SUPERVISOR, repr(delay), WORKER], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SUPERVISOR, repr(delay), WORKER, *WORKER_ARGS], capture_output=True, text=True, timeout=300
     )
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
