@@ -107,7 +107,11 @@ def _strip(r: Rule) -> Rule:
 def _kube_rules(rs: Ruleset, owned: frozenset[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, int, str]]]:
     """(table, chain) -> [(rule text, dump line, comment)] for kube-proxy's part of the ruleset."""
     out: dict[tuple[str, str], list[tuple[str, int, str]]] = {}
-    for t in to_save_form(rs).tables:
+    try:
+        tables = to_save_form(rs).tables
+    except ValueError:  # a value the save form cannot spell (e.g. a mark 'junk'): compare the text as written
+        tables = rs.tables
+    for t in tables:
         if t.name not in ("nat", "filter"):
             continue
         for c in t.chains:

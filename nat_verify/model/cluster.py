@@ -372,6 +372,7 @@ class ProxyConfig:
     legacy_layout: bool = False  # v1.27-era details (no nfacct, KUBE-FIREWALL in filter as in the corpus)
     kube_proxy_version: str = ""  # "1.24": the layout of that release (kubeproxy.eras); "" = from legacy_layout / newest
     large_cluster_threshold: int = 1000
+    mode: Literal["iptables", "nftables", "ipvs"] = "iptables"  # the proxy mode (KubeProxyConfiguration ``mode``)
     source: SourceRef = SourceRef()
 
     @property
@@ -386,6 +387,9 @@ class Cluster:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
     proxy: ProxyConfig = ProxyConfig()
+    # the ServiceCIDR objects' ranges (networking.k8s.io/v1): the nftables proxier drops
+    # traffic to unallocated addresses in them
+    service_cidrs: tuple[str, ...] = ()
     name: str = ""  # e.g. the spec file it came from
     source: SourceRef = SourceRef()
     workloads: tuple[Workload, ...] = ()

@@ -260,10 +260,10 @@ def _apply(plan: _Plan, words: list[str]) -> Grouped:
     core_s, match_g, target_g, counters_pos = plan
     counters = None
     if counters_pos >= 0:
-        try:
-            counters = (int(words[counters_pos]), int(words[counters_pos + 1]))
-        except ValueError:
-            raise ValueError("'-c' needs two integers") from None
+        a, b = words[counters_pos], words[counters_pos + 1]
+        if not (a.isascii() and b.isascii() and a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20):
+            raise ValueError("'-c' needs two integers (64-bit packet and byte counters)")
+        counters = (int(a), int(b))
     return (
         words[1],
         _options(core_s, words),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -22,7 +23,9 @@ from nat_verify.netfilter.render import render
 from nat_verify.netfilter.saveform import to_save_form
 from tests.realdumps import corpus
 
-SPEC = Path(__file__).resolve().parents[2] / "specs" / "web-svc.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "specs" / "web-svc.yaml"
+TRACE_SCHEMA = json.loads((ROOT / "nat_verify" / "report" / "schemas" / "trace.v1.json").read_text())
 SEP_B = "KUBE-SEP-GH44O5CVIQO6N23X"  # web-svc's endpoint 10.42.2.3 on node-2
 EMPTY_TABLES = "".join(
     f"*{t}\n" + "".join(f":{c} ACCEPT [0:0]\n" for c in chains) + "COMMIT\n"
@@ -221,6 +224,7 @@ def test_every_published_dump_reads_with_partial(dump_id: str) -> None:
     assert code in (0, 3), err
     doc = json.loads(out)
     assert doc["partial"] is True
+    jsonschema.validate(doc, TRACE_SCHEMA)
     # every line not used is named on stderr with its number
     for u in doc["excerpt"]["unusable"]:
         assert f"{p}:{u['line']}: not used: " in err
