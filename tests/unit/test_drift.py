@@ -155,3 +155,14 @@ def test_kube_proxy_version_option(tmp_path: Path) -> None:
     assert code == 2 and out == "" and "--kube-proxy-version" in err and "1.16" in err
     code, out, _ = run("compile", str(GOLDEN / "cluster.yaml"), "--node", "node-1", "--kube-proxy-version", "1.17")
     assert code == 0 and ":KUBE-XLB-YA563PM7F2UJRRK5 - [0:0]" in out
+
+
+def test_kube_proxy_version_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
+    """A directory of dumps (each node's layout is read from its own dump; the annotation pins
+    one for all) and an nftables compile (the eras are layouts of the iptables rules)."""
+    (tmp_path / "node-1.rules").write_text(saved("1.24"))
+    code, out, err = run("check", str(tmp_path), "--cluster", str(GOLDEN / "cluster.yaml"), "--kube-proxy-version", "1.24")
+    assert code == 2 and out == "" and "--kube-proxy-version" in err and "nat-verify.io/kube-proxy-version" in err
+    code, out, err = run("compile", str(GOLDEN / "cluster.yaml"), "--node", "node-1", "--mode", "nftables",
+                         "--kube-proxy-version", "1.24")  # fmt: skip
+    assert code != 0 and out == "" and "--mode nftables" in err
