@@ -279,6 +279,20 @@ def _write_atomically(path: str, text: str) -> None:
         raise InputError(path, f"cannot write: {e.strerror}") from None
 
 
+def _inputs(clusters: Sequence[Cluster]) -> list[str]:
+    """Refuse clusters without a Service (exit 2); say on stderr which objects were skipped."""
+    from nat_verify.kube.loader import describe_skipped, require_services
+
+    out = []
+    for c in clusters:
+        require_services(c)
+        for s in c.skipped:
+            line = f"{c.name or c.source.file}: skipped {describe_skipped(s)}"
+            click.echo(f"nat-verify: note: {line}", err=True)
+            out.append(line)
+    return out
+
+
 REPORT_FORMATS = ["text", "json", "md", "html", "sarif", "junit"]
 
 
@@ -296,6 +310,8 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
     from nat_verify.report import build_report
 
     clusters = load_clusters(list(paths) or ["specs"])
+    skipped = _inputs(clusters)
+    loaded = len(clusters)
     if random_n:
         from nat_verify.strategies import sample_clusters
 
@@ -305,16 +321,16 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
     if bar is not None:
         with bar:
             task = bar.add_task("verifying", total=len(clusters))
-            for c in clusters:
+            for i, c in enumerate(clusters):
                 bar.update(task, description=f"verifying {c.name}")
-                total = total.merged(verify_cluster(c, progress=lambda _d: bar.refresh()))
+                total = total.merged(verify_cluster(c, progress=lambda _d: bar.refresh(), objects=i < loaded))
                 bar.advance(task)
     else:
-        for c in clusters:
-            total = total.merged(verify_cluster(c))
+        for i, c in enumerate(clusters):
+            total = total.merged(verify_cluster(c, objects=i < loaded))
     report = build_report(
         total.results, total.findings, command="verify", clusters=[c.name for c in clusters],
-        meta={"packets": total.packets},
+        meta={"packets": total.packets, **({"skipped": skipped} if skipped else {})},
     )  # fmt: skip
     _emit(report, fmt, output)
     sys.exit(report["summary"]["exit_code"])
@@ -334,11 +350,12 @@ def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output:
 
     ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path)
+    skipped = _inputs([cluster])
     require_node(cluster, node)
     rep = check_ruleset(cluster, node, ruleset)
     report = build_report(
         rep.results, rep.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
+        meta={"dump": dump, "node": node, "packets": rep.packets, **({"skipped": skipped} if skipped else {})},
     )  # fmt: skip
     _emit(report, fmt, output)
     sys.exit(report["summary"]["exit_code"])

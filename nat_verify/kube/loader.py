@@ -242,7 +242,7 @@ def build_cluster(
         elif found is not None and not (svc.selector is None and found.skip_mirror):
             slices.extend(slices_from_endpoints(found))
             notes.append(LoadNote(
-                "", svc.key,
+                "NV027", svc.key,
                 f"Service {svc.key}: no EndpointSlice in the input; its endpoints are taken from the v1 "
                 f"Endpoints {found.namespace}/{found.name}" + (
                     " (as the EndpointSlice mirroring controller copies them)" if svc.selector is None else
