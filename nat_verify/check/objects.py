@@ -156,6 +156,8 @@ def _selection(cluster: Cluster, svc: Service) -> Iterator[Issue]:
     where = svc.location("spec.selector")
     if not pods and not workloads:
         misses = near_misses(cluster, svc)
+        if misses and misses[0].diffs:  # point at the entry the closest candidate disagrees with
+            where = svc.location(f"spec.selector.{misses[0].diffs[0].key}", "spec.selector")
         hint = "; ".join(m.describe() + (f" ({m.location})" if m.location else "") for m in misses)
         yield Issue(
             "NV016", svc.key,
@@ -241,8 +243,8 @@ def _ports(cluster: Cluster, svc: Service) -> Iterator[Issue]:
         if wrong_proto:
             yield Issue(
                 "NV020", key,
-                f"Service {svc.key} port {sp.name or sp.port} is {sp.protocol}, but the container port targetPort "
-                f"{target} names on {_some(wrong_proto)} is declared for another protocol"
+                f"Service {svc.key} port {sp.name or sp.port} is {sp.protocol}, but on {_some(wrong_proto)} "
+                f"targetPort {target} is a container port of another protocol"
                 + (f" ({reason})" if reason else "") + f"; set protocol: {sp.protocol} on the container port, or "
                 "fix the Service port's protocol",
                 svc.location(*_port_path(svc, sp, "protocol")), expected=f"{target}/{sp.protocol}",
@@ -392,9 +394,10 @@ def _conditions(svc: Service, s: EndpointSlice, e: Endpoint, pod: Pod, at: str) 
     ready = svc.publish_not_ready_addresses or (r.serving and not pod.terminating)
     wrong = []
     if e.ready != ready:
-        wrong.append(f"ready={str(e.ready).lower()} but the Pod {'is' if ready else 'is not'} "
-                     + ("Ready" if r.serving else f"Ready ({r.describe()})")
-                     + (" and terminating" if pod.terminating and r.serving else ""))
+        if r.serving and pod.terminating:
+            wrong.append(f"ready={str(e.ready).lower()} but the Pod is being deleted (a terminating endpoint is never ready)")
+        else:
+            wrong.append(f"ready={str(e.ready).lower()} but the Pod is " + ("Ready" if r.serving else f"not Ready ({r.describe()})"))
     if s.origin != "mirrored":
         if e.serving != r.serving:
             wrong.append(f"serving={str(e.serving).lower()} but the Pod's Ready condition is {str(r.serving)}")
