@@ -24,7 +24,7 @@ import attrs
 
 from nat_verify.intent import Destination, Expectation
 from nat_verify.intent.endpoints import EndpointInfo
-from nat_verify.model.outcome import Outcome, Trace
+from nat_verify.model.outcome import Outcome, Trace, probability_text
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import reply
 from nat_verify.netfilter.saveform import P31
@@ -50,7 +50,7 @@ def describe(o: Outcome) -> str:
     if not head:
         head = f"DNAT {o.destination}" if o.dnat else f"{o.verdict} un-NATed to {o.destination}"
         head += ", masqueraded" if o.masquerade else ", client IP kept"
-    return head + ("" if o.probability == 1 else f" (p={o.probability})")
+    return head + ("" if o.probability == 1 else f" (p={probability_text(o.probability)})")
 
 
 def describe_expectation(exp: Expectation) -> str:
@@ -323,7 +323,7 @@ class NV007(Invariant):
         if missing or skew:
             parts = [f"{k[0]}:{k[1]} is never chosen" for k in missing]
             parts += [f"{k[0]}:{k[1]} gets {float(p):.6f}" for k, p in skew]
-            actual = "; ".join(f"{k[0]}:{k[1]} p={v}" for k, v in sorted(shares.items()))
+            actual = "; ".join(f"{k[0]}:{k[1]} p={probability_text(v)}" for k, v in sorted(shares.items()))
             yield Violation(self.id, f"{case.dest}: endpoints are not chosen uniformly (1/{n} each): " + ", ".join(parts), case.want, actual)
 
 

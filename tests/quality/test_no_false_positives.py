@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nat_verify import strategies as nvst
-from nat_verify.check import check_ruleset, families
+from nat_verify.check import check_objects, check_ruleset, families
 from nat_verify.kube import load_cluster
 from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster
@@ -35,7 +35,9 @@ def _errors(cluster: Cluster, node: str, family: int, form: str, *, objects: boo
     text = compile_node(cluster, node, family=family)
     if form == "save":
         text = render(to_save_form(parse(text, family=family)))
-    report = check_ruleset(cluster, node, parse(text, family=family), objects=objects)
+    report = check_ruleset(cluster, node, parse(text, family=family))
+    if objects:  # the cluster files' objects must be consistent too (NV016-NV028)
+        report = report.merged(check_objects(cluster))
     return [f for f in report.findings if f.severity == "error"]
 
 
