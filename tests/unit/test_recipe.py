@@ -145,3 +145,21 @@ def test_helm_rendered_release_verifies_and_counts_what_it_skips() -> None:
     assert any("ServiceMonitor" in s for s in doc["meta"]["skipped"])
     # the Deployment's template stands for its Pods: selector and named port checked
     assert {("NV016", "proved"), ("NV018", "proved")} <= {(r["invariant"], r["status"]) for r in doc["results"]}
+
+
+@pytest.mark.parametrize("node", ["cp-1", "worker-1"])
+def test_recipe_check_with_the_nodes_facts(node: str) -> None:
+    # the README's check command: the node's interfaces, routes, CNI and sysctls given
+    code, out, _ = run(
+        "check", str(NODES / f"{node}.iptables-save"), "--cluster", str(DATA / "get-all.yaml"),
+        "--cluster", str(CONFIGMAP), "--node", node,
+        "--ip-addr", str(NODES / f"{node}.ip-addr.json"), "--ip-route", str(NODES / f"{node}.ip-route.json"),
+        "--cni", "flannel", "--sysctl", "net.ipv4.conf.all.route_localnet=1",
+        "--sysctl", "net.bridge.bridge-nf-call-iptables=1", "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert [f["message"] for f in doc["findings"] if f["severity"] == "error"] == []
+    assert code == 0
+    assumed = {a["fact"] for a in doc.get("assumptions", []) if a["basis"] == "assumed"}
+    # what was given is no longer assumed
+    assert not assumed & {"routes", "route_localnet", "net.bridge.bridge-nf-call-iptables"}, assumed
