@@ -5,7 +5,9 @@
 address on the node it enumerates every packet class (``atoms.SourceSpace``), asks the intent
 what Kubernetes allows and the interpreter what the rules do, and attributes each difference to
 an invariant (``compare``). Session affinity (NV011) needs two connections and is checked on
-its own; structure (NV014) and drift (NV015) look at the ruleset as a whole.
+its own; structure (NV014) and drift (NV015) look at the ruleset as a whole. The cluster's
+objects (NV016-NV028: selectors, Pods, EndpointSlices) are checked once per cluster
+(``check_objects``), with no ruleset involved.
 
 Statuses: ``proved`` when every packet class was checked and nothing was inconclusive; an
 outcome the model cannot decide makes the invariants it touches ``inconclusive``; ``violated``
@@ -25,6 +27,7 @@ from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.compare import Violation, compare, describe
 from nat_verify.check.drift import drift_findings
 from nat_verify.check.nodectx import node_context
+from nat_verify.check.objects import object_report
 from nat_verify.check.structure import structure_issues
 from nat_verify.intent import (
     Destination,
@@ -157,6 +160,7 @@ def check_ruleset(
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
     ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
     cluster's KubeProxyConfiguration, else the one the dump shows).
+    The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
     """
     family = ruleset.family
     inferred: tuple[Premise, ...] = ()
@@ -239,6 +243,12 @@ def drift_report(
     return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings))
 
 
+def check_objects(cluster: Cluster) -> CheckReport:
+    """NV016-NV028 on the cluster's objects, and the loader's notes (``check.objects``)."""
+    results, findings = object_report(cluster)
+    return CheckReport(results, findings)
+
+
 def _service_location(cluster: Cluster, service: str) -> str:
     name = service.split(":", 1)[0]
     for s in cluster.services:
@@ -300,9 +310,11 @@ def families(cluster: Cluster, node: str) -> tuple[int, ...]:
     return tuple(fams) or (4,)
 
 
-def verify_cluster(cluster: Cluster, *, progress: Progress | None = None) -> CheckReport:
-    """Compile what kube-proxy writes on every node and family, then check every invariant."""
-    report = CheckReport((), ())
+def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, objects: bool = True) -> CheckReport:
+    """Compile what kube-proxy writes on every node and family, then check every invariant;
+    ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
+    exercise the rules, not to be healthy)."""
+    report = check_objects(cluster) if objects else CheckReport((), ())
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
