@@ -230,3 +230,17 @@ def test_every_published_dump_reads_with_partial(dump_id: str) -> None:
         assert f"{p}:{u['line']}: not used: " in err
     if "complete" not in e["form"]:
         assert not doc["excerpt"]["complete"]
+
+
+def test_a_rule_the_model_refuses_is_a_line_not_used_in_an_excerpt(tmp_path: Path, node1_save: str) -> None:
+    portals = '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES'
+    f = tmp_path / "bad-port.rules"
+    f.write_text(EMPTY_TABLES + node1_save.replace(portals, "-A PREROUTING -p tcp -m tcp --dport 99999 -j KUBE-SERVICES", 1))
+    n = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if "99999" in ln)
+    assert _trace(f)[0] == 2  # strictly: bad input
+    code, doc, err = _trace(f, "--partial")
+    assert code == 3
+    assert f"{f}:{n}: not used: " in err and "99999" in err
+    (out,) = doc["outcomes"]
+    assert out["verdict"] == "inconclusive" and f"line {n} of the excerpt" in out["reason"]
+    assert not doc["excerpt"]["complete"]
