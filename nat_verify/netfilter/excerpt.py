@@ -375,7 +375,7 @@ class _Reader:
             counters = (int(m.group(1)), int(m.group(2)))
             body = s[m.end() :]
         if not body.startswith(("-A ", "--append ")):
-            self.skip(no, s, f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}")
+            self.skip(no, s, (f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
             return
         try:
             chain, core, matches, target, c2 = parse_rule(body)

@@ -246,7 +246,7 @@ class _Parser:
                 raise self.err(no, str(e)) from None
             body = text[end + 1 :].strip()
         if not body.startswith(("-A ", "--append ")):
-            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
+            raise self.err(no, (f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
         try:
             chain, core, matches, target, c2 = parse_rule(body)
         except ValueError as e:

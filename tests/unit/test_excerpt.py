@@ -161,6 +161,12 @@ def test_the_table_of_a_headerless_rule_is_what_its_names_allow(rule: str, table
     assert t is not None and t.chain(chain) is not None and t.chain(chain).rules[0].raw == rule  # type: ignore[union-attr]
 
 
+def test_counters_without_a_rule_are_a_line_not_used() -> None:
+    # found by the fuzzer: '[1:2]' alone on a line was an IndexError
+    (u,) = read_excerpt("[1:2]\n-A KUBE-SEP-X -j KUBE-MARK-MASQ\n").unusable
+    assert u.line == 1 and "no rule after them" in u.reason
+
+
 def test_an_undecidable_table_is_a_line_not_used_unless_table_is_given() -> None:
     rule = "-A DOCKER -i docker0 -j RETURN\n"
     ex = read_excerpt(rule)
