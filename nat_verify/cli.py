@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import attrs
 import click
 
 from nat_verify.model.cluster import Cluster
@@ -22,6 +23,7 @@ from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.parse import DumpError, parse_file
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,6 +48,7 @@ def guarded(fn: F) -> F:
 
     from nat_verify.kube.errors import KubeInputError
     from nat_verify.kubeproxy.errors import CompileError
+    from nat_verify.node.errors import FactError
     from nat_verify.report.document import ReportInputError
     from nat_verify.report.files import OutputError
 
@@ -53,7 +56,7 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError) as e:
+        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError, FactError) as e:
             fail(str(e))
         except Exception as e:  # the oracle's own refusals (no kernel, restore refused)
             if type(e).__name__ in ("KernelUnavailable", "OracleUnsupported", "RestoreError"):
@@ -173,23 +176,75 @@ def require_node(cluster: Cluster, node: str) -> None:
 
 
 def context_from_options(
-    cluster: Cluster | None, node: str | None, node_ips: Sequence[str], pod_cidrs: Sequence[str], family: int
+    cluster: Cluster | None,
+    node: str | None,
+    node_ips: Sequence[str],
+    pod_cidrs: Sequence[str],
+    family: int,
+    facts: NodeFacts | None = None,
+    ruleset: Ruleset | None = None,
 ) -> NodeContext:
-    if cluster is not None:
-        from nat_verify.check.nodectx import node_context
+    """The node the packets run on: the cluster's Node ``node``, or the addresses given, with
+    every node fact of the options (``node_fact_options``)."""
+    from nat_verify.node.build import node_context as build_context
 
+    facts = facts or NodeFacts()
+    if cluster is not None:
         if not node:
             raise InputError("--node", "--cluster needs --node NAME")
         require_node(cluster, node)
-        return node_context(cluster, node, family)
-    if not node_ips:
-        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR]")
+        return build_context(family, facts, cluster=cluster, node=node, ruleset=ruleset)
+    if not node_ips and not facts.interfaces:
+        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR], or --interface NAME=CIDR / --ip-addr FILE")
     try:
         addrs = tuple(ipaddress.ip_address(a) for a in node_ips)
         nets = tuple(ipaddress.ip_network(c, strict=False) for c in pod_cidrs)
     except ValueError as e:
         raise InputError("--node-ip/--pod-cidr", str(e)) from None
-    return NodeContext(family=family, addresses=addrs, pod_cidrs=nets, local_pod_cidrs=nets, name=node or "")
+    facts = attrs.evolve(facts, node_ips=addrs, pod_cidrs=nets)
+    return attrs.evolve(build_context(family, facts, ruleset=ruleset), name=node or "")
+
+
+def node_fact_options(fn: F) -> F:
+    """The node-fact options of trace, check, diff and oracle, gathered into ``facts``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nat_verify.node.facts import gather
+
+        kwargs["facts"] = gather(
+            interfaces=kwargs.pop("interfaces"), ip_addr=kwargs.pop("ip_addr"),
+            pod_interfaces=kwargs.pop("pod_interfaces"), cni=kwargs.pop("cni") or "",
+            ip_route=kwargs.pop("ip_route"), ipset=kwargs.pop("ipset_files"), sysctls=kwargs.pop("sysctls"),
+        )  # fmt: skip
+        return fn(*args, **kwargs)
+
+    options = [
+        click.option("--interface", "interfaces", multiple=True, metavar="NAME=CIDR[,CIDR]", help="an interface of the node and its addresses (repeatable)"),
+        click.option("--ip-addr", "ip_addr", multiple=True, metavar="FILE", help="the node's interfaces: the output of `ip -j addr`"),
+        click.option("--pod-interface", "pod_interfaces", multiple=True, metavar="NAME", help="the interface pods' packets arrive on (NAME, or PREFIX+ such as cali+)"),
+        click.option("--cni", metavar="NAME", help="the pod interface by a CNI plugin's convention (flannel, calico, cilium, weave, ...)"),
+        click.option("--ip-route", "ip_route", multiple=True, metavar="FILE", help="the node's routes: the output of `ip -j route`"),
+        click.option("--ipset", "ipset_files", multiple=True, metavar="FILE", help="the node's ipsets: the output of `ipset save`"),
+        click.option("--sysctl", "sysctls", multiple=True, metavar="KEY=VALUE", help="net.ipv4.conf.all.route_localnet, net.bridge.bridge-nf-call-iptables (repeatable)"),
+    ]  # fmt: skip
+    out: Any = wrapper
+    for opt in reversed(options):
+        out = opt(out)
+    return out
+
+
+def premises_json(ctx: NodeContext) -> list[dict[str, str]]:
+    """What a model answer rests on that the user did not give (``"assumptions"`` in JSON)."""
+    return [{"node": ctx.name, **p.to_json()} if ctx.name else p.to_json() for p in ctx.assumptions]
+
+
+def echo_assumptions(items: Sequence[dict[str, str]], *, err: bool = False) -> None:
+    from nat_verify.report.text import assumption_lines
+
+    for line in assumption_lines(items):
+        click.echo(line, err=err)
 
 
 def make_packet(
@@ -261,6 +316,7 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
 @partial_options
 @guarded
+@node_fact_options
 def trace(
     dump: str,
     cluster_path: tuple[str, ...],
@@ -275,17 +331,22 @@ def trace(
     kernel: bool,
     fmt: str,
     verbose: bool,
+    facts: NodeFacts,
     partial: bool = False,
     table: str | None = None,
 ) -> None:
-    """Run packets through a node's rules: every outcome, its probability and its rule path."""
+    """Run packets through a node's rules: every outcome, its probability and its rule path.
+
+    Every default the answer rests on (a node fact not given) is listed after it, on stderr
+    (``"assumptions"`` in JSON)."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
     if partial and kernel:
         raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
     ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
+    premises = [] if kernel else premises_json(ctx)
     if packets_file:
         packets: Sequence[Packet] | Iterator[Packet] = read_packets(packets_file, ctx, proto)
     else:
@@ -309,6 +370,8 @@ def trace(
                 doc["partial"] = True
                 if not packets_file:
                     doc["excerpt"] = excerpt.to_json()
+            if premises:
+                doc["assumptions"] = premises
             click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
         else:
             from nat_verify.report.text import render_trace_text, want_color
@@ -317,22 +380,22 @@ def trace(
                 render_trace_text(tr, verbose=verbose, color=want_color(sys.stdout), source_lines=source_lines),
                 nl=False,
             )
+    if fmt == "text":
+        echo_assumptions(premises, err=True)  # stdout keeps one line per outcome
     sys.exit(code)
 
 
 # -- verify / check -----------------------------------------------------------------------------
 
 
-def _progress(enabled: bool) -> Any:
-    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _verify_size(clusters: Sequence[Cluster]) -> int:
+    """How many (Service, node, family) checks ``verify`` will run: the progress bar's total."""
+    from nat_verify.check import families
+    from nat_verify.intent import destinations
 
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+    return sum(
+        len({d.service for d in destinations(c, n.name, fam)})
+        for c in clusters for n in c.nodes for fam in families(c, n.name)
     )  # fmt: skip
 
 
@@ -391,6 +454,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
     from nat_verify.check import CheckReport, verify_cluster
     from nat_verify.kube.loader import load_clusters
+    from nat_verify.progress import Progress
     from nat_verify.report import build_report
     from nat_verify.report.evidence import verify_evidence
 
@@ -402,18 +466,12 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         clusters += sample_clusters(random_n, seed=seed)
     total = CheckReport((), ())
     parts: list[CheckReport] = []
-    bar = _progress(True)
-    if bar is not None:
-        with bar:
-            task = bar.add_task("verifying", total=len(clusters))
-            for c in clusters:
-                bar.update(task, description=f"verifying {c.name}")
-                parts.append(verify_cluster(c, progress=lambda _d: bar.refresh()))
-                total = total.merged(parts[-1])
-                bar.advance(task)
-    else:
+    with Progress() as bar:
+        task = bar.task("verifying", _verify_size(clusters), "Services")
+        step = bar.services(task)
         for c in clusters:
-            parts.append(verify_cluster(c))
+            task.description = f"verifying {c.name}"
+            parts.append(verify_cluster(c, progress=step))
             total = total.merged(parts[-1])
     findings: list[Any] = []
     shares: list[Any] = []
@@ -424,42 +482,76 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         shares += found
     report = build_report(
         total.results, findings, command="verify", clusters=[c.name for c in clusters],
-        meta={"packets": total.packets}, shares=shares,
+        meta={"packets": total.packets}, shares=shares, assumptions=total.assumptions_json(),
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
 @main.command()
-@click.argument("dump", type=click.Path(dir_okay=False))
+@click.argument("dump", type=click.Path())
 @click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
-@click.option("--node", required=True, help="the node the dump was taken on")
+@click.option("--node", help="the node the dump was taken on (required for one dump; not with a directory)")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
 @click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
 @click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@click.option("--kernel-probes", default=0, show_default=True, type=click.IntRange(0, 100_000),
+              help="also send each Service's ClusterIP packet N times through the kernel (root): "
+                   "the report charts the observed shares beside the model's")  # fmt: skip
+@click.option("--manifest", help="DUMP is a directory: the file mapping nodes to dumps (default: DIR/manifest.json or .yaml, else file names)")
+@click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
+              help="DUMP is a directory: where the per-node work runs")  # fmt: skip
+@click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
+@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
 @partial_options
 @guarded
+@node_fact_options
 def check(
-    dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None, reports: tuple[str, ...],
+    dump: str, cluster_path: tuple[str, ...], node: str | None, fmt: str, output: str | None, reports: tuple[str, ...],
+    kernel_probes: int, manifest: str | None, executor: str, scheduler: str | None, workers: int, facts: NodeFacts,
     partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
-    """A real node's iptables-save dump against the cluster's objects."""
-    from nat_verify.check import check_ruleset
+    """A real node's iptables-save dump against the cluster's objects; or DUMP a directory of
+    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet.
+
+    Without a KubeProxyConfiguration, kube-proxy's settings are read back from the dump's
+    rules; what was inferred and what assumed is listed with the results."""
     from nat_verify.check.nodectx import node_context
+    from nat_verify.node.proxyconfig import with_inferred_config
     from nat_verify.report import build_report
     from nat_verify.report.evidence import service_shares, with_evidence
 
     _check_outputs(output, reports)
+    if Path(dump).is_dir():
+        if node:
+            raise InputError("--node", "DUMP is a directory of node dumps: the node of each comes from its file name or the manifest")
+        if partial:
+            raise InputError("--partial", "excerpts are read one at a time: give one dump file with --node")
+        _check_fleet(dump, cluster_path, fmt, output, reports, manifest, executor, scheduler, workers)
+    if manifest or scheduler or executor != "local":
+        raise InputError("--manifest/--executor/--scheduler", "only with DUMP a directory of node dumps")
+    if not node:
+        raise InputError("--node", "say which node the dump was taken on: --node NAME")
     ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
     # an excerpt shows a few rules: what it lacks is not drift
     if excerpt is not None:
         click.echo("nat-verify: NV015 (drift) is not checked on an excerpt: rules it does not show are not missing", err=True)
-    rep = check_ruleset(cluster, node, ruleset, drift_check=excerpt is None)
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts)
     results = rep.results if excerpt is None else at_most_holds(rep.results)
-    interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
+    effective, _ = with_inferred_config(cluster, node, ruleset)
+    interp = Interpreter(ruleset, node_context(effective, node, ruleset.family, facts, ruleset))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    shares = service_shares(effective, node, interp)
+    if kernel_probes:
+        from nat_verify.oracle import kernel_available
+        from nat_verify.report.evidence import kernel_shares
+
+        reason = kernel_available()
+        if reason is not None:
+            raise InputError("--kernel-probes", f"the kernel oracle is unavailable here: {reason}")
+        shares = kernel_shares(ruleset, interp.ctx, shares, kernel_probes, source=dump)
     meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
     if excerpt is not None:
         meta.update(partial=True, excerpt=excerpt.to_json())
@@ -467,7 +559,64 @@ def check(
         results, with_evidence(rep.findings, interp, lines), command="check",
         clusters=[cluster.name or ",".join(cluster_path)],
         meta=meta,
-        shares=service_shares(cluster, node, interp),
+        shares=shares, assumptions=rep.assumptions_json(),
+    )  # fmt: skip
+    _emit(report, fmt, output, reports)
+    sys.exit(report["summary"]["exit_code"])
+
+
+def _check_with_progress(
+    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None
+) -> Any:
+    """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
+    same report as checking each on its own), with progress per Service on stderr."""
+    from nat_verify.check.sharing import check_shared
+    from nat_verify.intent import destinations
+    from nat_verify.progress import Progress
+
+    with Progress() as bar:
+        total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        task = bar.task(f"checking {node}", total, "Services")
+        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts)
+
+
+def _check_fleet(
+    directory: str, cluster_path: tuple[str, ...], fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor_name: str, scheduler: str | None, workers: int,
+) -> NoReturn:  # fmt: skip
+    """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
+    from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
+    from nat_verify.fleet.executors import ExecutorUnavailable
+    from nat_verify.progress import Progress
+    from nat_verify.report import build_report
+
+    cluster = load_cluster(cluster_path)
+    try:
+        fleet = load_fleet(directory, cluster, manifest)
+        import os
+
+        n_workers = workers or (os.cpu_count() or 1 if executor_name == "dask" else 1)
+        ex = make_executor(executor_name, scheduler, n_workers)
+        with Progress() as bar:
+            task = bar.task(f"checking {len(fleet.nodes)} nodes ({ex.name})", len(fleet.nodes), "nodes")
+            res = check_fleet(cluster, fleet, ex, progress=task.advance)
+    except (FleetInputError, ExecutorUnavailable) as e:
+        raise InputError("", str(e)) from None
+    total = res.merged()
+    group_of = res.group_of
+    per_node = {
+        n.node: {
+            "dumps": list(n.dumps), "group": group_of[n.node],
+            "violated": sum(r.status == "violated" for r in n.report.results),
+            "inconclusive": sum(r.status == "inconclusive" for r in n.report.results),
+            "proved": sum(r.status == "proved" for r in n.report.results),
+        }
+        for n in res.nodes
+    }  # fmt: skip
+    report = build_report(
+        total.results, total.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
+        meta={"dump": directory, "nodes": per_node, "groups": [list(g) for g in res.groups],
+              "nodes_without_dump": list(res.missing), "executor": ex.name, "packets": total.packets},
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
@@ -476,15 +625,21 @@ def check(
 # -- compile ----------------------------------------------------------------------------------
 
 
+NFT_STYLES = ("batch", "text", "json")
+
+
 @main.command("compile")
 @click.argument("path", nargs=-1, required=True, type=click.Path())
 @click.option("--node", required=True, help="the node to compile for")
 @click.option("--family", default="ipv4", type=click.Choice(["ipv4", "ipv6"]), show_default=True)
-@click.option("--style", default="restore", type=click.Choice(["restore", "save"]), show_default=True,
-              help="restore: as kube-proxy writes it; save: as iptables-save prints it")  # fmt: skip
+@click.option("--mode", type=click.Choice(["iptables", "nftables"]),
+              help="kube-proxy's mode (default: the KubeProxyConfiguration's mode, else iptables)")  # fmt: skip
+@click.option("--style", type=click.Choice(["restore", "save", *NFT_STYLES]),
+              help="iptables: restore (as kube-proxy writes it, the default) or save (as iptables-save prints it); "
+                   "nftables: batch (as kube-proxy writes it, the default), text (as nft list prints it) or json (nft -j list)")  # fmt: skip
 @guarded
-def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> None:
-    """The rules kube-proxy (iptables mode) writes on NODE for the cluster in PATH."""
+def compile_cmd(path: tuple[str, ...], node: str, family: str, mode: str | None, style: str | None) -> None:
+    """The rules kube-proxy writes on NODE for the cluster in PATH."""
     from nat_verify.kubeproxy import compile_node
     from nat_verify.netfilter.parse import parse
     from nat_verify.netfilter.render import render
@@ -493,11 +648,33 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
     cluster = load_cluster(path)
     require_node(cluster, node)
     fam = 6 if family == "ipv6" else 4
+    mode = mode or cluster.proxy.mode
+    if mode not in ("iptables", "nftables"):
+        fail(f"{cluster.proxy.source}: kube-proxy mode {mode!r} is not modelled (iptables and nftables are)")
+    if mode == "nftables":
+        if style in ("restore", "save"):
+            fail(f"--style {style} is an iptables form; with --mode nftables use one of {', '.join(NFT_STYLES)}")
+        click.echo(compile_nftables(cluster, node, fam, style or "batch"), nl=False)
+        return
+    if style in NFT_STYLES:
+        fail(f"--style {style} is an nftables form: give --mode nftables (the cluster's mode is {cluster.proxy.mode})")
     text = compile_node(cluster, node, fam)
     if style == "save":
         tool = "ip6tables-save" if fam == 6 else "iptables-save"
         text = render(to_save_form(parse(text, source="<compiled>", family=fam)), header=f"Generated by nat-verify as {tool} prints it")
     click.echo(text, nl=False)
+
+
+def compile_nftables(cluster: Cluster, node: str, family: int, style: str) -> str:
+    """kube-proxy's nftables transaction, as it writes it or as nft lists it once loaded."""
+    from nat_verify.kubeproxy.nftables import compile_node_nft
+    from nat_verify.nftables import parse_ruleset, render_json, render_listing
+
+    text = compile_node_nft(cluster, node, family)
+    if style == "batch":
+        return text
+    ruleset = parse_ruleset(text, source="<compiled>")
+    return render_listing(ruleset) if style == "text" else render_json(ruleset)
 
 
 # -- diff -------------------------------------------------------------------------------------
@@ -513,9 +690,10 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @partial_options
 @guarded
+@node_fact_options
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str, partial: bool = False, table: str | None = None,
+    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
@@ -523,12 +701,13 @@ def diff(
     a, ex_a = load_rules(dump_a, None, partial, table)
     b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family, facts, a)
     res = equivalent(a, b, ctx)
     d = res.difference
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
-        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive,
+                    "assumptions": premises_json(ctx)})  # fmt: skip
         if partial:
             doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
@@ -544,6 +723,8 @@ def diff(
         click.echo(render_trace_text(Trace(d.packet, d.a)), nl=False)
         click.echo(f"+++ {dump_b}")
         click.echo(render_trace_text(Trace(d.packet, d.b)), nl=False)
+    if fmt == "text":
+        echo_assumptions(premises_json(ctx))
     sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive else EXIT_OK)
 
 
@@ -564,9 +745,11 @@ def diff(
 @click.option("--proto", default="tcp", type=click.Choice(["tcp", "udp", "sctp"]), show_default=True)
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @guarded
+@node_fact_options
 def oracle(
     dump: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...], pod_cidrs: tuple[str, ...],
     packets_file: str | None, random_n: int, seed: int, probes: int, backend: str, proto: str, fmt: str,
+    facts: NodeFacts,
 ) -> None:  # fmt: skip
     """Every disagreement between the model and the real kernel on DUMP (needs root)."""
     from nat_verify.oracle import kernel_available
@@ -578,7 +761,7 @@ def oracle(
         raise InputError("", f"the kernel oracle is unavailable here: {reason}")
     ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
     pkts = list(read_packets(packets_file, ctx, proto)) if packets_file else packets_for_ruleset(ruleset, ctx, random_n, seed)
     found = run_oracle(ruleset, ctx, pkts, probes=probes, backend=backend)
     disagree = [d for d in found if d.kind == "disagree"]
@@ -626,25 +809,33 @@ def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: 
     if not name:
         raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
     require_node(cluster, name)
-    family = 6 if ":" in who.ip else 4
+    from nat_verify.check.nodectx import node_context
+    from nat_verify.check.runner import families
+
+    if who.ip:
+        fams: tuple[int, ...] = (6 if ":" in who.ip else 4,)
+    else:  # a Service: every family the node has an address of (a dual-stack Service twice)
+        fams = families(cluster, name)
+    traced = []
     if dump is not None:
-        ruleset = load_dump(dump, family)
+        ruleset = load_dump(dump, fams[0] if who.ip else None)
         lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        traced.append((Interpreter(ruleset, node_context(cluster, name, ruleset.family)), lines))
         rules = f"the node's own, from {dump}"
     else:
-        ruleset, lines = compiled_ruleset(cluster, name, family)
+        for fam in fams:
+            ruleset, lines = compiled_ruleset(cluster, name, fam)
+            traced.append((Interpreter(ruleset, node_context(cluster, name, fam)), lines))
         rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
-    from nat_verify.check.nodectx import node_context
-
-    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
-    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    doc = explain_doc(cluster, who, name, traced, rules=rules)
     write_all([(path, render_explain(doc, format_of(path))) for path in reports])
     if fmt == "json":
         click.echo(render_explain(doc, "json"), nl=False)
     else:
         from nat_verify.explain.render import render_explain_text
 
-        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+        text = render_explain_text(doc, width=terminal_width(sys.stdout))
+        click.echo(text, nl=not text.endswith("\n"))
     sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 

@@ -34,6 +34,7 @@ from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
 from nat_verify.kube.selection import selects
 from nat_verify.kube.service import read_service
+from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
 from nat_verify.kube.workload import API_VERSIONS as WORKLOAD_API_VERSIONS
 from nat_verify.kube.workload import read_workload
@@ -58,7 +59,10 @@ API_VERSIONS = {
     "Node": "v1",
     "Pod": "v1",
     "KubeProxyConfiguration": "kubeproxy.config.k8s.io/v1alpha1",
+    "ServiceCIDR": "networking.k8s.io/v1",
 }
+# earlier API versions read the same (ServiceCIDR was beta in 1.31 and 1.32)
+OTHER_API_VERSIONS = {"ServiceCIDR": ("networking.k8s.io/v1beta1",)}
 READ_KINDS = (*API_VERSIONS, *WORKLOAD_API_VERSIONS, "ConfigMap")
 
 # Kinds that carry nothing kube-proxy reads, skipped without a count.
@@ -101,7 +105,6 @@ IGNORED_KINDS = frozenset(
         "RuntimeClass",
         "Secret",
         "ServiceAccount",
-        "ServiceCIDR",
         "StorageClass",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
@@ -169,6 +172,7 @@ def build_cluster(
     workloads: list[Workload] = []
     legacy: list[LegacyEndpoints] = []
     proxy: ProxyConfig | None = None
+    service_cidrs: list[str] = []
     seen: dict[tuple[str, str, str], SourceRef] = {}
     skipped: dict[tuple[str, str], SkippedKind] = {}
 
@@ -218,6 +222,10 @@ def build_cluster(
             pod = read_pod(obj)
             once(kind, pod.namespace, pod.name, pod.source)
             pods.append(pod)
+        elif kind == "ServiceCIDR":
+            cidr_name, cidrs = read_service_cidr(obj)
+            once(kind, "", cidr_name, SourceRef(obj.file, obj.line))
+            service_cidrs.extend(c for c in cidrs if c not in service_cidrs)
         elif kind in WORKLOAD_API_VERSIONS:
             w = read_workload(obj, kind)
             once(kind, w.namespace, w.name, w.source)
@@ -270,6 +278,7 @@ def build_cluster(
         nodes=tuple(nodes),
         pods=tuple(pods),
         proxy=proxy if proxy is not None else ProxyConfig(),
+        service_cidrs=tuple(service_cidrs),
         name=name,
         source=source if source is not None else SourceRef(),
         workloads=tuple(workloads),
@@ -318,7 +327,7 @@ def _kind(obj: RawObject) -> str | None:
     kind = f.text("kind", required=True)
     api_version = f.text("apiVersion", required=True)
     if kind in API_VERSIONS:
-        if api_version != API_VERSIONS[kind]:
+        if api_version != API_VERSIONS[kind] and api_version not in OTHER_API_VERSIONS.get(kind, ()):
             f.fail(
                 "apiVersion",
                 f"must be {API_VERSIONS[kind]!r} for kind {kind} (got {api_version!r})",

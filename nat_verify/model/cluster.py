@@ -371,6 +371,7 @@ class ProxyConfig:
     terminating_fallback: bool = True  # ProxyTerminatingEndpoints (GA 1.28)
     legacy_layout: bool = False  # v1.27-era details (no nfacct, KUBE-FIREWALL in filter as in the corpus)
     large_cluster_threshold: int = 1000
+    mode: Literal["iptables", "nftables", "ipvs"] = "iptables"  # the proxy mode (KubeProxyConfiguration ``mode``)
     source: SourceRef = SourceRef()
 
     @property
@@ -385,6 +386,9 @@ class Cluster:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
     proxy: ProxyConfig = ProxyConfig()
+    # the ServiceCIDR objects' ranges (networking.k8s.io/v1): the nftables proxier drops
+    # traffic to unallocated addresses in them
+    service_cidrs: tuple[str, ...] = ()
     name: str = ""  # e.g. the spec file it came from
     source: SourceRef = SourceRef()
     workloads: tuple[Workload, ...] = ()

@@ -19,6 +19,7 @@ import ipaddress
 import re
 from collections.abc import Iterator
 
+from nat_verify import dumpformat
 from nat_verify.netfilter.ruleargs import (
     CORE_OPTIONS,
     STRING_OPTIONS,
@@ -81,6 +82,13 @@ def _parse_counters(text: str) -> tuple[int, int]:
         # the kernel's counters are 64-bit: more than 20 digits is not a counter
         raise ValueError(f"expected counters '[packets:bytes]' of two 64-bit integers, received {text[:60]!r}")
     return int(a), int(b)
+
+
+def _unexpected(text: str, line: str) -> str:
+    kind = dumpformat.detect(text)
+    if dumpformat.is_nftables(kind):
+        return f"this is an nftables ruleset ({kind} form), not iptables-save output"
+    return f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {line[:60]!r}"
 
 
 def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = None) -> Ruleset:
@@ -162,7 +170,7 @@ class _Parser:
             elif c == ":":
                 self.declare_chain(no, s[1:])
             else:
-                raise self.err(no, f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {s[:60]!r}")
+                raise self.err(no, _unexpected(text, s))
         if self.cur is not None:
             raise self.err(
                 last, f"truncated dump: table '{self.cur}' opened at line {self.cur_line} has no COMMIT"

@@ -26,6 +26,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -218,6 +219,18 @@ def render_trace_text(
     return "\n".join(lines) + "\n"
 
 
+# --- assumptions ---------------------------------------------------------------------------
+
+
+def assumption_lines(items: Sequence[Mapping[str, Any]], *, color: bool = False, limit: int = 4) -> list[str]:
+    """``assumed: FACT = VALUE (DETAIL)`` per premise a result rests on (``assumption_texts``),
+    assumed ones in yellow."""
+    return [
+        _paint(safe(line), "yellow" if line.startswith("assumed") else "dim", color)
+        for line in assumption_texts(items, limit=limit)
+    ]
+
+
 # --- reports -------------------------------------------------------------------------------
 
 
@@ -349,6 +362,13 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     columns = (*shown_statuses(report, width), "findings")
     items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
+    lines = assumption_lines(report.get("assumptions", []), color=color)
+    if lines:
+        items.append(Text(f"What the results rest on ({len(lines)})", style="bold underline"))
+    for line in lines:
+        items.append(Padding(Text.from_ansi(line) if color else Text(line), (0, 0, 0, 2)))
+    if lines:
+        items.append(Text(""))
     findings = list(report.get("findings", []))
     if findings:
         items.append(Text(f"Findings ({len(findings)})", style="bold underline"))
