@@ -155,7 +155,7 @@ def parse_json(text: str, file: str) -> tuple[Any, int]:
         line = text.count("\n", 0, start) + 1
         raise KubeInputError(file, line, f"malformed JSON: {_number_message(exc)}") from None
     except RecursionError:  # MAX_DEPTH levels from a caller already deep in its own stack
-        raise KubeInputError(file, 0, "malformed JSON: nested too deeply") from None
+        raise KubeInputError(file, text.count("\n", 0, start) + 1, "malformed JSON: nested too deeply") from None
     return value, text.count("\n", 0, start) + 1
 
 
