@@ -43,12 +43,12 @@ class Era:
     arrow_comments: bool  # "spn -> ip:port" on KUBE-SVC/SVL -> KUBE-SEP rules
     mark_drop: bool  # kube-proxy jumps to kubelet's KUBE-MARK-DROP (ext: 1.24 only)
     proxy_firewall: bool  # filter KUBE-PROXY-FIREWALL, filter DROPs for missing local endpoints
-    localhost_option: bool  # localhostNodePorts=false writes "! -d 127.0.0.0/8" (1.26+)
+    localhost_option: bool  # localhostNodePorts=false writes "! -d 127.0.0.0/8" (1.26+, #108250)
     writes_kube_firewall: bool  # kube-proxy (not only kubelet) writes KUBE-FIREWALL's localnet rule
     nfacct_invalid: bool  # "-m nfacct --nfacct-name ct_state_invalid_dropped_pkts"
     nfacct_localhost: bool  # "-m nfacct --nfacct-name localhost_nps_accepted_pkts"
     cidr_suffix: bool  # restore input writes "-d 10.0.0.1/32" (utilproxy.ToCIDR) rather than "-d 10.0.0.1"
-    terminating_fallback: bool  # serving+terminating endpoints when no ready one (beta 1.26)
+    terminating_fallback: bool  # serving+terminating endpoints when no ready one (ProxyTerminatingEndpoints, beta 1.26)
     internal_policy: bool  # internalTrafficPolicy is modelled for this era
     # 1.16-1.18: the first patch release that clears the mark (kubernetes#92035, backported in
     # July 2020). The era is its last patch release; ``before_mark_fix`` gives the earlier ones.
@@ -85,7 +85,9 @@ ERAS: tuple[Era, ...] = (
         health_checks=True, jumps="external-forward", cidr_suffix=False, **_XLB),  # type: ignore[arg-type]
     Era("1.24", "1.24", mark_drop=True, proxy_firewall=False, localhost_option=False, writes_kube_firewall=False,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=False, **_EXT),  # type: ignore[arg-type]
-    Era("1.25", "1.25-1.26", mark_drop=False, proxy_firewall=True, localhost_option=False, writes_kube_firewall=False,
+    Era("1.25", "1.25", mark_drop=False, proxy_firewall=True, localhost_option=False, writes_kube_firewall=False,
+        nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=False, **_EXT),  # type: ignore[arg-type]
+    Era("1.26", "1.26", mark_drop=False, proxy_firewall=True, localhost_option=True, writes_kube_firewall=False,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=True, **_EXT),  # type: ignore[arg-type]
     Era("1.27", "1.27-1.29", mark_drop=False, proxy_firewall=True, localhost_option=True, writes_kube_firewall=True,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=True, **_EXT),  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ def test_each_era_matches_itself_with_no_finding() -> None:
 def test_an_era_the_rules_cannot_pin_gets_notes_not_errors() -> None:
     """Nothing in a 1.25 dump rules out 1.31 (the nfacct counters may be missing because the
     node lacks them), so 1.31 is assumed; what 1.25 writes differently changes no packet."""
-    for era in ("1.25", "1.27", "1.30"):
+    for era in ("1.25", "1.26", "1.27", "1.30"):
         rep = drift(CLUSTER, "node-1", parse(saved(era), family=4))
         inf = rep.era.inference
         assert inf is not None and inf.low is not None and era_named("1.25").index <= inf.low.index <= era_named(era).index

@@ -34,7 +34,7 @@ SPECS = Path(__file__).parents[2] / "specs"
     ("version", "era"),
     [("1.16", "1.16"), ("1.17", "1.17"), ("1.18", "1.18"), ("v1.18.2", "1.18"), ("1.19", "1.18"),
      ("1.20", "1.20"), ("1.21", "1.21"), ("1.22", "1.21"), ("1.23", "1.23"), ("1.24", "1.24"),
-     ("1.25", "1.25"), ("1.26", "1.25"), ("1.27", "1.27"), ("1.29", "1.27"), ("1.30", "1.30"),
+     ("1.25", "1.25"), ("1.26", "1.26"), ("1.27", "1.27"), ("1.29", "1.27"), ("1.30", "1.30"),
      ("1.31", "1.31"), ("1.35", "1.31")],
 )  # fmt: skip
 def test_release_to_era(version: str, era: str) -> None:
@@ -245,3 +245,23 @@ def test_bad_version_annotation_is_refused_with_file_and_line(tmp_path: Path) ->
     with pytest.raises(KubeInputError) as e:
         load_cluster(p)
     assert str(p) in str(e.value) and "1.16" in str(e.value)
+
+
+def test_1_26_adds_localhost_node_ports_off_and_the_terminating_fallback(tmp_path: Path) -> None:
+    """1.26 differs from 1.25 only where a cluster asks: ``iptables.localhostNodePorts: false``
+    (#108250, 1.26) keeps 127.0.0.0/8 out of the NodePort jump, and ProxyTerminatingEndpoints
+    (beta, on by default in 1.26) uses serving terminating endpoints when none is ready."""
+    p = tmp_path / "no-localhost.yaml"
+    p.write_text((GOLDEN / "cluster.yaml").read_text().replace(
+        "kind: KubeProxyConfiguration\nmode: iptables\n",
+        "kind: KubeProxyConfiguration\nmode: iptables\niptables: {localhostNodePorts: false}\n"))  # fmt: skip
+    cluster = load_cluster(p)
+    jump = '-m addrtype --dst-type LOCAL ! -d 127.0.0.0/8 -j KUBE-NODEPORTS'
+    assert jump in compile_node(cluster, "node-1", 4, base_jumps=False, era=era_named("1.26"))
+    assert jump not in compile_node(cluster, "node-1", 4, base_jumps=False, era=era_named("1.25"))
+    rollout = load_cluster(SPECS / "rollout-terminating.yaml")
+    node = rollout.nodes[0].name
+    assert '"default/rollout:http has no endpoints"' in compile_node(rollout, node, 4, era=era_named("1.25"))
+    assert "KUBE-SVC-56XJFQMOCOAWNP3Q" in compile_node(rollout, node, 4, era=era_named("1.26"))
+    inf = infer_era(f'-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" {jump}\n')
+    assert inf.low is not None and inf.low.name == "1.26"

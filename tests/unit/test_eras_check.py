@@ -98,4 +98,4 @@ def test_check_of_each_era_finds_only_what_the_era_really_does(era: str, tmp_pat
     assert r.exit_code == (1 if era in KNOWN else 0)
     # the era is recognised from the rules, not assumed
     note = next(f for f in doc["findings"] if f["invariant"] == "NV015" and f["message"].startswith("rules compared"))
-    assert f"kube-proxy {era_named(era).releases}" in note["message"] or era in ("1.25", "1.27", "1.30")
+    assert f"kube-proxy {era_named(era).releases}" in note["message"] or era in ("1.25", "1.26", "1.27", "1.30")
