@@ -99,6 +99,11 @@ def _memo(cluster: Cluster) -> ShapeMemo:
     return memo
 
 
+def forget_shapes() -> None:
+    """Drop the shapes proved so far in this process (benchmarks time each run from nothing)."""
+    _MEMOS.clear()
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="surrogateescape")
