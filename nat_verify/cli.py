@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import attrs
 import click
 
 from nat_verify.model.cluster import Cluster
@@ -22,6 +23,7 @@ from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.parse import DumpError, parse_file
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,6 +48,7 @@ def guarded(fn: F) -> F:
 
     from nat_verify.kube.errors import KubeInputError
     from nat_verify.kubeproxy.errors import CompileError
+    from nat_verify.node.errors import FactError
     from nat_verify.report.document import ReportInputError
     from nat_verify.report.files import OutputError
 
@@ -53,7 +56,7 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError) as e:
+        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError, FactError) as e:
             fail(str(e))
         except Exception as e:  # the oracle's own refusals (no kernel, restore refused)
             if type(e).__name__ in ("KernelUnavailable", "OracleUnsupported", "RestoreError"):
@@ -83,9 +86,75 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 def load_dump(path: str, family: int | None = None) -> Ruleset:
     from nat_verify.netfilter.interpreter import validate_ruleset
 
-    ruleset = parse_file(path, family=family)
+    try:
+        ruleset = parse_file(path, family=family)
+    except DumpError as e:
+        raise _suggest_partial(path, e) from None
     validate_ruleset(ruleset)
     return ruleset
+
+
+# -- partial dumps (--partial, --table) ---------------------------------------------------------
+
+
+def _suggest_partial(path: str, e: DumpError) -> DumpError:
+    """The strict reader's error, with a hint when the file reads like a pasted excerpt."""
+    from nat_verify.netfilter.excerpt import looks_like_excerpt
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return e
+    if not looks_like_excerpt(head):
+        return e
+    return DumpError(e.file, e.line, f"{e.message} (this looks like an excerpt of a dump: --partial reads excerpts)")
+
+
+def partial_options(fn: F) -> F:
+    """``--partial`` and ``--table`` for the commands that read excerpts (trace, check, diff)."""
+    fn = click.option(
+        "--table", "table", type=click.Choice(["raw", "mangle", "nat", "filter", "security"]),
+        help="with --partial: the table of rules that have no '*table' header",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--partial", is_flag=True,
+        help="read an excerpt (a grep, iptables -S, a paste with prompts or quote marks): what it does not "
+        "show makes answers inconclusive, results are at most 'holds'",
+    )(fn)  # fmt: skip
+    return fn
+
+
+def load_rules(path: str, family: int | None, partial: bool, table: str | None) -> tuple[Ruleset, Any]:
+    """The ruleset of DUMP, strictly or (``--partial``) as an excerpt; the ``Excerpt`` or None.
+
+    With ``--partial`` every line that could not be used, and what the excerpt does not show,
+    is listed on stderr.
+    """
+    if not partial:
+        if table is not None:
+            raise InputError("--table", "--table is for excerpts: give --partial too")
+        return load_dump(path, family), None
+    from nat_verify.netfilter.excerpt import read_excerpt
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DumpError(path, 0, f"cannot read: {e.strerror}") from None
+    ex = read_excerpt(data, source=path, family=family, table=table)
+    validate_ruleset(ex.ruleset)
+    for note in ex.notes():
+        click.echo(f"nat-verify: {note}", err=True)
+    return ex.ruleset, ex
+
+
+def at_most_holds(results: Sequence[Any]) -> list[Any]:
+    """Results read from an excerpt: what it does not show could break a proof."""
+    import attrs
+
+    return [attrs.evolve(r, status="holds") if r.status == "proved" else r for r in results]
 
 
 def require_node(cluster: Cluster, node: str) -> None:
@@ -95,23 +164,75 @@ def require_node(cluster: Cluster, node: str) -> None:
 
 
 def context_from_options(
-    cluster: Cluster | None, node: str | None, node_ips: Sequence[str], pod_cidrs: Sequence[str], family: int
+    cluster: Cluster | None,
+    node: str | None,
+    node_ips: Sequence[str],
+    pod_cidrs: Sequence[str],
+    family: int,
+    facts: NodeFacts | None = None,
+    ruleset: Ruleset | None = None,
 ) -> NodeContext:
-    if cluster is not None:
-        from nat_verify.check.nodectx import node_context
+    """The node the packets run on: the cluster's Node ``node``, or the addresses given, with
+    every node fact of the options (``node_fact_options``)."""
+    from nat_verify.node.build import node_context as build_context
 
+    facts = facts or NodeFacts()
+    if cluster is not None:
         if not node:
             raise InputError("--node", "--cluster needs --node NAME")
         require_node(cluster, node)
-        return node_context(cluster, node, family)
-    if not node_ips:
-        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR]")
+        return build_context(family, facts, cluster=cluster, node=node, ruleset=ruleset)
+    if not node_ips and not facts.interfaces:
+        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR], or --interface NAME=CIDR / --ip-addr FILE")
     try:
         addrs = tuple(ipaddress.ip_address(a) for a in node_ips)
         nets = tuple(ipaddress.ip_network(c, strict=False) for c in pod_cidrs)
     except ValueError as e:
         raise InputError("--node-ip/--pod-cidr", str(e)) from None
-    return NodeContext(family=family, addresses=addrs, pod_cidrs=nets, local_pod_cidrs=nets, name=node or "")
+    facts = attrs.evolve(facts, node_ips=addrs, pod_cidrs=nets)
+    return attrs.evolve(build_context(family, facts, ruleset=ruleset), name=node or "")
+
+
+def node_fact_options(fn: F) -> F:
+    """The node-fact options of trace, check, diff and oracle, gathered into ``facts``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nat_verify.node.facts import gather
+
+        kwargs["facts"] = gather(
+            interfaces=kwargs.pop("interfaces"), ip_addr=kwargs.pop("ip_addr"),
+            pod_interfaces=kwargs.pop("pod_interfaces"), cni=kwargs.pop("cni") or "",
+            ip_route=kwargs.pop("ip_route"), ipset=kwargs.pop("ipset_files"), sysctls=kwargs.pop("sysctls"),
+        )  # fmt: skip
+        return fn(*args, **kwargs)
+
+    options = [
+        click.option("--interface", "interfaces", multiple=True, metavar="NAME=CIDR[,CIDR]", help="an interface of the node and its addresses (repeatable)"),
+        click.option("--ip-addr", "ip_addr", multiple=True, metavar="FILE", help="the node's interfaces: the output of `ip -j addr`"),
+        click.option("--pod-interface", "pod_interfaces", multiple=True, metavar="NAME", help="the interface pods' packets arrive on (NAME, or PREFIX+ such as cali+)"),
+        click.option("--cni", metavar="NAME", help="the pod interface by a CNI plugin's convention (flannel, calico, cilium, weave, ...)"),
+        click.option("--ip-route", "ip_route", multiple=True, metavar="FILE", help="the node's routes: the output of `ip -j route`"),
+        click.option("--ipset", "ipset_files", multiple=True, metavar="FILE", help="the node's ipsets: the output of `ipset save`"),
+        click.option("--sysctl", "sysctls", multiple=True, metavar="KEY=VALUE", help="net.ipv4.conf.all.route_localnet, net.bridge.bridge-nf-call-iptables (repeatable)"),
+    ]  # fmt: skip
+    out: Any = wrapper
+    for opt in reversed(options):
+        out = opt(out)
+    return out
+
+
+def premises_json(ctx: NodeContext) -> list[dict[str, str]]:
+    """What a model answer rests on that the user did not give (``"assumptions"`` in JSON)."""
+    return [{"node": ctx.name, **p.to_json()} if ctx.name else p.to_json() for p in ctx.assumptions]
+
+
+def echo_assumptions(items: Sequence[dict[str, str]], *, err: bool = False) -> None:
+    from nat_verify.report.text import assumption_lines
+
+    for line in assumption_lines(items):
+        click.echo(line, err=err)
 
 
 def make_packet(
@@ -181,7 +302,9 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@partial_options
 @guarded
+@node_fact_options
 def trace(
     dump: str,
     cluster_path: tuple[str, ...],
@@ -196,13 +319,22 @@ def trace(
     kernel: bool,
     fmt: str,
     verbose: bool,
+    facts: NodeFacts,
+    partial: bool = False,
+    table: str | None = None,
 ) -> None:
-    """Run packets through a node's rules: every outcome, its probability and its rule path."""
+    """Run packets through a node's rules: every outcome, its probability and its rule path.
+
+    Every default the answer rests on (a node fact not given) is listed after it, on stderr
+    (``"assumptions"`` in JSON)."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
-    ruleset = load_dump(dump, dump_family(dump, src))
+    if partial and kernel:
+        raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
+    ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
+    premises = [] if kernel else premises_json(ctx)
     if packets_file:
         packets: Sequence[Packet] | Iterator[Packet] = read_packets(packets_file, ctx, proto)
     else:
@@ -221,7 +353,14 @@ def trace(
         if tr.inconclusive:
             code = EXIT_INCONCLUSIVE
         if fmt == "json":
-            click.echo(json.dumps(tr.to_json(), separators=(",", ":") if packets_file else None))
+            doc = tr.to_json()
+            if excerpt is not None:
+                doc["partial"] = True
+                if not packets_file:
+                    doc["excerpt"] = excerpt.to_json()
+            if premises:
+                doc["assumptions"] = premises
+            click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
         else:
             from nat_verify.report.text import render_trace_text, want_color
 
@@ -229,6 +368,8 @@ def trace(
                 render_trace_text(tr, verbose=verbose, color=want_color(sys.stdout), source_lines=source_lines),
                 nl=False,
             )
+    if fmt == "text":
+        echo_assumptions(premises, err=True)  # stdout keeps one line per outcome
     sys.exit(code)
 
 
@@ -329,7 +470,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         shares += found
     report = build_report(
         total.results, findings, command="verify", clusters=[c.name for c in clusters],
-        meta={"packets": total.packets}, shares=shares,
+        meta={"packets": total.packets}, shares=shares, assumptions=total.assumptions_json(),
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
@@ -347,14 +488,21 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
               help="DUMP is a directory: where the per-node work runs")  # fmt: skip
 @click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
 @click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
+@partial_options
 @guarded
+@node_fact_options
 def check(
     dump: str, cluster_path: tuple[str, ...], node: str | None, fmt: str, output: str | None, reports: tuple[str, ...],
-    manifest: str | None, executor: str, scheduler: str | None, workers: int,
+    manifest: str | None, executor: str, scheduler: str | None, workers: int, facts: NodeFacts,
+    partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """A real node's iptables-save dump against the cluster's objects; or DUMP a directory of
-    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet."""
+    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet.
+
+    Without a KubeProxyConfiguration, kube-proxy's settings are read back from the dump's
+    rules; what was inferred and what assumed is listed with the results."""
     from nat_verify.check.nodectx import node_context
+    from nat_verify.node.proxyconfig import with_inferred_config
     from nat_verify.report import build_report
     from nat_verify.report.evidence import service_shares, with_evidence
 
@@ -362,28 +510,38 @@ def check(
     if Path(dump).is_dir():
         if node:
             raise InputError("--node", "DUMP is a directory of node dumps: the node of each comes from its file name or the manifest")
+        if partial:
+            raise InputError("--partial", "excerpts are read one at a time: give one dump file with --node")
         _check_fleet(dump, cluster_path, fmt, output, reports, manifest, executor, scheduler, workers)
     if manifest or scheduler or executor != "local":
         raise InputError("--manifest/--executor/--scheduler", "only with DUMP a directory of node dumps")
     if not node:
         raise InputError("--node", "say which node the dump was taken on: --node NAME")
-    ruleset = load_dump(dump)
+    ruleset, excerpt = load_rules(dump, None, partial, table)
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
-    rep = _check_with_progress(cluster, node, ruleset)
-    interp = Interpreter(ruleset, node_context(cluster, node, ruleset.family))
+    # an excerpt shows a few rules: what it lacks is not drift
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts)
+    results = rep.results if excerpt is None else at_most_holds(rep.results)
+    effective, _ = with_inferred_config(cluster, node, ruleset)
+    interp = Interpreter(ruleset, node_context(effective, node, ruleset.family, facts, ruleset))
     lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
+    if excerpt is not None:
+        meta.update(partial=True, excerpt=excerpt.to_json())
     report = build_report(
-        rep.results, with_evidence(rep.findings, interp, lines), command="check",
+        results, with_evidence(rep.findings, interp, lines), command="check",
         clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
-        shares=service_shares(cluster, node, interp),
+        meta=meta,
+        shares=service_shares(effective, node, interp), assumptions=rep.assumptions_json(),
     )  # fmt: skip
     _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
-def _check_with_progress(cluster: Cluster, node: str, ruleset: Ruleset) -> Any:
+def _check_with_progress(
+    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None
+) -> Any:
     """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
     same report as checking each on its own), with progress per Service on stderr."""
     from nat_verify.check.sharing import check_shared
@@ -393,7 +551,7 @@ def _check_with_progress(cluster: Cluster, node: str, ruleset: Ruleset) -> Any:
     with Progress() as bar:
         total = len({d.service for d in destinations(cluster, node, ruleset.family)})
         task = bar.task(f"checking {node}", total, "Services")
-        return check_shared(cluster, node, ruleset, progress=bar.services(task))
+        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts)
 
 
 def _check_fleet(
@@ -476,26 +634,32 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@partial_options
 @guarded
+@node_fact_options
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str,
+    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
 
-    a = load_dump(dump_a)
-    b = load_dump(dump_b, a.family)
+    a, ex_a = load_rules(dump_a, None, partial, table)
+    b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family, facts, a)
     res = equivalent(a, b, ctx)
     d = res.difference
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
-        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive,
+                    "assumptions": premises_json(ctx)})  # fmt: skip
+        if partial:
+            doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
     elif d is None:
-        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+        what = " on what the excerpts show (at most holds)" if partial else ""
+        click.echo(f"equivalent{what}: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
     else:
         from nat_verify.model.outcome import Trace
         from nat_verify.report.text import render_trace_text
@@ -505,6 +669,8 @@ def diff(
         click.echo(render_trace_text(Trace(d.packet, d.a)), nl=False)
         click.echo(f"+++ {dump_b}")
         click.echo(render_trace_text(Trace(d.packet, d.b)), nl=False)
+    if fmt == "text":
+        echo_assumptions(premises_json(ctx))
     sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive else EXIT_OK)
 
 
@@ -525,9 +691,11 @@ def diff(
 @click.option("--proto", default="tcp", type=click.Choice(["tcp", "udp", "sctp"]), show_default=True)
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @guarded
+@node_fact_options
 def oracle(
     dump: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...], pod_cidrs: tuple[str, ...],
     packets_file: str | None, random_n: int, seed: int, probes: int, backend: str, proto: str, fmt: str,
+    facts: NodeFacts,
 ) -> None:  # fmt: skip
     """Every disagreement between the model and the real kernel on DUMP (needs root)."""
     from nat_verify.oracle import kernel_available
@@ -539,7 +707,7 @@ def oracle(
         raise InputError("", f"the kernel oracle is unavailable here: {reason}")
     ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
     pkts = list(read_packets(packets_file, ctx, proto)) if packets_file else packets_for_ruleset(ruleset, ctx, random_n, seed)
     found = run_oracle(ruleset, ctx, pkts, probes=probes, backend=backend)
     disagree = [d for d in found if d.kind == "disagree"]
@@ -552,6 +720,61 @@ def oracle(
         click.echo(f"nat-verify oracle: {len(pkts)} packets x {probes} probes, {len(disagree)} disagreement(s), "
                    f"{sum(d.kind == 'inconclusive' for d in found)} inconclusive, {sum(d.kind == 'unprobed' for d in found)} not probed")  # fmt: skip
     sys.exit(EXIT_VIOLATION if disagree else EXIT_INCONCLUSIVE if found else EXIT_OK)
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
+@click.option("--node", help="the node whose rules to trace (default: the target's node, else the first node)")
+@click.option("--dump", help="the node's own iptables-save dump (default: the rules nat-verify compiles for it)")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@guarded
+def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: str | None, fmt: str, reports: tuple[str, ...]) -> None:
+    """What TARGET (an address, IP:PORT or namespace/service) is, which Pods it selects and why,
+    and what the node's rules do to a packet to it from a pod, the node and outside."""
+    from nat_verify.explain import TargetError, identify
+    from nat_verify.explain import explain as explain_doc
+    from nat_verify.explain.render import render_explain
+    from nat_verify.report.evidence import compiled_ruleset
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import terminal_width
+
+    _check_outputs(None, reports)
+    cluster = load_cluster(cluster_path)
+    try:
+        who = identify(cluster, target)
+    except TargetError as e:
+        raise InputError("TARGET", str(e)) from None
+    if node is None and dump is not None:
+        raise InputError("--dump", "say which node the dump is from: --node NAME")
+    name = node or who.node or (cluster.nodes[0].name if cluster.nodes else "")
+    if not name:
+        raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
+    require_node(cluster, name)
+    family = 6 if ":" in who.ip else 4
+    if dump is not None:
+        ruleset = load_dump(dump, family)
+        lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        rules = f"the node's own, from {dump}"
+    else:
+        ruleset, lines = compiled_ruleset(cluster, name, family)
+        rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
+    from nat_verify.check.nodectx import node_context
+
+    interp = Interpreter(ruleset, node_context(cluster, name, ruleset.family))
+    doc = explain_doc(cluster, who, name, interp, lines, rules=rules)
+    write_all([(path, render_explain(doc, format_of(path))) for path in reports])
+    if fmt == "json":
+        click.echo(render_explain(doc, "json"), nl=False)
+    else:
+        from nat_verify.explain.render import render_explain_text
+
+        click.echo(render_explain_text(doc, width=terminal_width(sys.stdout)), nl=False)
+    sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 
 # -- report -----------------------------------------------------------------------------------

@@ -35,14 +35,18 @@ from nat_verify.intent import (
     interesting_sources,
     usable_endpoints,
 )
+from nat_verify.intent.detector import node_addresses
 from nat_verify.intent.expectation import Expectation
 from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster, IPNetwork
 from nat_verify.model.outcome import Finding, Result, Step, Trace
 from nat_verify.model.packet import Packet
+from nat_verify.netfilter.context import Premise
 from nat_verify.netfilter.interpreter import Interpreter, RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
+from nat_verify.node.proxyconfig import with_inferred_config
 
 Progress = Callable[[str], None]
 MAX_FINDINGS_PER_KEY = 3
@@ -53,9 +57,18 @@ class CheckReport:
     results: tuple[Result, ...]
     findings: tuple[Finding, ...]
     packets: int = 0  # packets traced
+    # (node, premise): what the results rest on that the user did not give (inferred, assumed)
+    assumptions: tuple[tuple[str, Premise], ...] = ()
 
     def merged(self, other: CheckReport) -> CheckReport:
-        return CheckReport(self.results + other.results, self.findings + other.findings, self.packets + other.packets)
+        return CheckReport(
+            self.results + other.results, self.findings + other.findings, self.packets + other.packets,
+            self.assumptions + other.assumptions,
+        )  # fmt: skip
+
+    def assumptions_json(self) -> list[dict[str, str]]:
+        """The assumptions as the report's JSON lists them (one object per node and fact)."""
+        return [{"node": node, **p.to_json()} for node, p in self.assumptions]
 
 
 class _Acc:
@@ -133,10 +146,21 @@ def check_ruleset(
     drift_check: bool = True,
     progress: Progress | None = None,
     location: Callable[[str], str] | None = None,
+    facts: NodeFacts | None = None,
+    infer_config: bool = True,
 ) -> CheckReport:
-    """Every invariant of the catalogue on one node's ruleset."""
+    """Every invariant of the catalogue on one node's ruleset.
+
+    ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
+    ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
+    settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    """
     family = ruleset.family
-    ctx = node_context(cluster, node, family)
+    inferred: tuple[Premise, ...] = ()
+    if infer_config:
+        cluster, inferred = with_inferred_config(cluster, node, ruleset)
+    ctx = node_context(cluster, node, family, facts, ruleset)
+    own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
     interp = Interpreter(ruleset, ctx)
     space = SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
@@ -154,7 +178,7 @@ def check_ruleset(
         classes = space.classes(ctx, dst, dest.port, dest.proto, _extra_constants(cluster, dest), nice)
         sticky_done: set[str] = set()
         for src, sport, origin in classes:
-            exp = expect(cluster, node, dest, str(src), origin)
+            exp = expect(cluster, node, dest, str(src), origin, node_ips=own)
             pkt = Packet(src=src, dst=dst, dport=dest.port, sport=sport, proto=dest.proto, origin=origin)  # type: ignore[arg-type]
             tr = interp.trace(pkt)
             packets += 1
@@ -198,7 +222,8 @@ def check_ruleset(
                 location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
             ))  # fmt: skip
             _ = detail
-    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets)
+    premises = tuple((node, p) for p in (*inferred, *ctx.assumptions))
+    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets, premises)
 
 
 def _service_location(cluster: Cluster, service: str) -> str:
@@ -269,5 +294,7 @@ def verify_cluster(cluster: Cluster, *, progress: Progress | None = None) -> Che
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
             rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress))
+            report = report.merged(
+                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
+            )
     return report

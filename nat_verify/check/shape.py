@@ -340,7 +340,10 @@ def node_facts(namer: _Namer, cluster: Cluster, node: str, ctx: NodeContext) -> 
         ctx.family, namer.nets(ctx.addresses), namer.nets(ctx.pod_cidrs), namer.nets(ctx.local_pod_cidrs),
         ctx.ext_iface, ctx.pod_iface, ctx.route_localnet,
         tuple((namer.net(str(r.dst)), r.iface, namer.net(str(r.src))) for r in ctx.routes),
-        tuple((name, tuple(namer.nets(members))) for name, members in ctx.ipsets),
+        tuple((s.name, s.type, s.family, namer.nets(s.members), namer.nets(s.nomatch), s.children) for s in ctx.ipsets),
+        tuple((i.name, namer.nets([a.ip for a in i.addresses]), tuple(a.network.prefixlen for a in i.addresses))
+              for i in ctx.interfaces),
+        ctx.bridge_nf_call, ctx.known,
         namer.nets(me.internal_ips), namer.nets(me.pod_cidrs), me.labels,
     ]  # fmt: skip
     for n in others:

@@ -29,6 +29,8 @@ from nat_verify.intent import destinations, find_service_port
 from nat_verify.model.cluster import Cluster, Service
 from nat_verify.model.outcome import Finding, Result
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
+from nat_verify.node.proxyconfig import with_inferred_config
 
 Template = tuple[tuple[str, str, str, int], ...]  # (invariant, status, engine, packet classes)
 
@@ -93,10 +95,15 @@ def check_shared(
     drift_check: bool = True,
     progress: Progress | None = None,
     memo: ShapeMemo | None = None,
+    facts: NodeFacts | None = None,
 ) -> CheckReport:
-    """Every invariant on one node's ruleset, one check per shape of Service port."""
+    """Every invariant on one node's ruleset, one check per shape of Service port.
+
+    ``facts`` and the settings inferred from the dump without a KubeProxyConfiguration are
+    those of ``check_ruleset``: applied once here, for the shapes and every check alike."""
     memo = memo if memo is not None else ShapeMemo()
-    ctx = node_context(cluster, node, ruleset.family)
+    cluster, inferred = with_inferred_config(cluster, node, ruleset)
+    ctx = node_context(cluster, node, ruleset.family, facts, ruleset)
     slicer = Slicer.of(ruleset)
     keyed: list[tuple[str, str, Any]] = []  # (service port, proto, shape or None)
     for service, dests in group_destinations(destinations(cluster, node, ruleset.family)):
@@ -108,7 +115,7 @@ def check_shared(
             concrete.append((service, proto))
         elif key not in memo.clean and key not in reps:
             reps[key] = (service, proto)
-    report = _checked(cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True)
+    report = _checked(cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True, facts=facts)
     by_service = _by_service(report)
     for key, (service, _) in reps.items():
         results, findings = by_service.get(service, ([], []))
@@ -117,7 +124,7 @@ def check_shared(
     done = {s for s, _ in reps.values()} | {s for s, _ in concrete} | set(by_service)
     again = [(s, p) for s, p, k in keyed if s not in done and k not in memo.clean]
     if again:
-        report = report.merged(_checked(cluster, node, ruleset, again, progress, structure=False))
+        report = report.merged(_checked(cluster, node, ruleset, again, progress, structure=False, facts=facts))
         done |= {s for s, _ in again}
     shared: list[Result] = []
     for service, _, key in keyed:
@@ -129,7 +136,8 @@ def check_shared(
                    for inv, status, engine, n in memo.clean[key]]  # fmt: skip
     memo.checked += len(done)
     memo.shared += len(keyed) - len(done)
-    out = CheckReport(report.results + tuple(shared), report.findings, report.packets)
+    premises = tuple((node, p) for p in (*inferred, *ctx.assumptions))
+    out = CheckReport(report.results + tuple(shared), report.findings, report.packets, premises)
     if drift_check:
         from nat_verify.check.runner import _service_location
 
@@ -139,7 +147,7 @@ def check_shared(
 
 def _checked(
     cluster: Cluster, node: str, ruleset: Ruleset, ports: list[tuple[str, str]], progress: Progress | None,
-    structure: bool,
+    structure: bool, facts: NodeFacts | None = None,
 ) -> CheckReport:  # fmt: skip
     """``check_ruleset`` over the Services of ``ports`` (all their ports); ruleset-wide results
     (service ``""``: structure) kept only when ``structure``."""
@@ -149,7 +157,8 @@ def _checked(
 
     sub = _sub_cluster(cluster, _services(cluster, ports))
     rep = check_ruleset(
-        sub, node, ruleset, drift_check=False, progress=progress, location=lambda s: _service_location(cluster, s)
+        sub, node, ruleset, drift_check=False, progress=progress, location=lambda s: _service_location(cluster, s),
+        facts=facts, infer_config=False,
     )
     if structure:
         return rep

@@ -6,6 +6,7 @@ import attrs
 
 from nat_verify.kube.documents import RawObject
 from nat_verify.kube.fields import Fields
+from nat_verify.kube.names import namespace_problem, object_name_problem
 from nat_verify.model.cluster import OwnerRef, SourceRef
 
 
@@ -28,9 +29,15 @@ def read_meta(obj: RawObject, kind: str, *, namespaced: bool = True) -> Meta:
     if md is None:
         top.fail("metadata", "is required (with at least a name)")
     name = md.text("name", required=True)
+    problem = object_name_problem(kind, name)
+    if problem:
+        md.fail("name", problem)
     # The API server puts an object without a namespace into the request's namespace, which
     # for `kubectl apply -f` of a plain manifest is "default".
     namespace = md.text("namespace", "default") or "default" if namespaced else ""
+    problem = namespace_problem(namespace) if namespaced else None
+    if problem:
+        md.fail("namespace", problem)
     what = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
     fields = Fields(obj.file, obj.data, what)
     md = fields.mapping_or_empty("metadata")  # again, so messages name the object

@@ -17,7 +17,7 @@ import attrs
 
 from nat_verify.netfilter.constants import parse_network
 from nat_verify.netfilter.context import NodeContext
-from nat_verify.netfilter.ruleset import Match, Option, Rule
+from nat_verify.netfilter.ruleset import UNSEEN_MODULE, Match, Option, Rule
 from nat_verify.netfilter.saveform import P31, stored_probability
 
 if TYPE_CHECKING:
@@ -351,6 +351,9 @@ def _module_preds(m: Match, rule: Rule, ctx: NodeContext) -> list[Pred]:
         return preds
     if mod in ("icmp", "icmp6", "icmpv6"):
         return [_icmp_type]
+    if mod == UNSEEN_MODULE:  # what an excerpt does not show (netfilter.excerpt)
+        why = m.get("--reason")
+        return [_unknown(why.value if why else "not in the excerpt")]
     return [_unknown(f"match module {mod!r} is not modelled")]
 
 

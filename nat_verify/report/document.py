@@ -72,8 +72,13 @@ def build_report(
     meta: Mapping[str, Any] | None = None,
     catalogue: Mapping[str, cat.InvariantInfo] | None = None,
     shares: Sequence[Any] = (),
+    assumptions: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The report document, ordered by (invariant, service, node) throughout.
+
+    ``assumptions``: what the results rest on that the user did not give, one object per node
+    and fact (``{"node", "fact", "value", "basis": "inferred"|"assumed", "detail"}``); the
+    document has the key only when there are some.
 
     ``meta`` is copied into the document as is (it must be JSON-serialisable); ``meta["dump"]``,
     when present, names the dump file whose line numbers the rule paths refer to (SARIF uses it).
@@ -138,6 +143,8 @@ def build_report(
     if shares:
         docs = [s.to_json() for s in shares]
         doc["shares"] = sorted(docs, key=lambda d: (d["service"], d["node"]))
+    if assumptions:
+        doc["assumptions"] = [dict(a) for a in assumptions]
     return doc
 
 

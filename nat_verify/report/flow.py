@@ -144,7 +144,10 @@ def flow(f: Mapping[str, Any]) -> tuple[Hop, ...]:
                 after = _addr(str(outcome.get("source", "")))
                 hops.append(Hop("nat", word))
                 how = "masquerade" if word == "MASQUERADE" else "SNAT"
-                pending_edge = f"src {_addr(src)} -> {after} ({how})" if after else ""
+                if after and after == _addr(src):
+                    pending_edge = f"src stays {after} ({how}: already this node's address)"
+                else:
+                    pending_edge = f"src {_addr(src)} -> {after} ({how})" if after else ""
         if table == "nat" and hook in ("PREROUTING", "OUTPUT") and not routed:
             routed = True
             hops.append(Hop("routing", "routing decision", note=_route_note(outcome), edge=pending_edge))

@@ -38,7 +38,8 @@ table { border-collapse: collapse; margin: .8em 0; }
 th, td { border: 1px solid #d0d7de; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; white-space: nowrap; }
 th, td { overflow-wrap: normal; }
-td.title, td.wrap { overflow-wrap: anywhere; }
+td.title, td.wrap, .t-narrow { overflow-wrap: break-word; }
+.t-narrow { display: none; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .st-proved, .st-holds, .st-ok { color: #1a7f37; font-weight: 600; }
 .st-violated, .st-error { color: #cf222e; font-weight: 600; }
@@ -80,7 +81,12 @@ svg line.arrow { stroke: #57606a; stroke-width: 1.5; }
   body { font-size: 14px; padding: 0 .6em; }
   th, td { padding: .25em .35em; }
   th .long { display: none; } th .short { display: inline; }
-  .empty { display: none; }
+  .empty, .title { display: none; }
+  .t-narrow { display: block; font-size: .92em; margin-top: .15em; }
+  table.summary { width: 100%; table-layout: fixed; }
+  table.summary th.n, table.summary td.n { width: 4em; }
+  table.summary th.f { width: 4.8em; }
+  table.summary td, table.summary th { white-space: normal; overflow-wrap: break-word; }
 }
 """
 
@@ -101,14 +107,18 @@ def _summary(report: Mapping[str, Any]) -> list[str]:
     def cls(s: str, base: str = "n") -> str:
         return f"{base} empty" if s in empty else base
 
-    out = ['<div class="scroll"><table class="summary">', "<thead><tr><th>invariant</th><th>title</th>"]
+    out = ['<div class="scroll"><table class="summary">', '<thead><tr><th>invariant</th><th class="title">title</th>']
     out += [
         f'<th class="{cls(s)}"><span class="long">{esc(s)}</span><span class="short">{esc(_SHORT[s])}</span></th>'
         for s in STATUSES
     ]
-    out.append("<th>findings</th></tr></thead><tbody>")
+    out.append('<th class="f">findings</th></tr></thead><tbody>')
     for inv, counts in summary.get("invariants", {}).items():
-        cells = [f'<td><code>{esc(inv)}</code></td><td class="title">{esc(cat.info(inv, titles).title)}</td>']
+        title = esc(cat.info(inv, titles).title)
+        cells = [
+            f'<td><code>{esc(inv)}</code><span class="t-narrow" aria-hidden="true">{title}</span></td>'
+            f'<td class="title">{title}</td>'
+        ]
         for s in STATUSES:
             n = int(counts.get(s, 0))
             cells.append(f'<td class="{cls(s)} {"st-" + s if n else "zero"}">{n}</td>')
@@ -117,7 +127,7 @@ def _summary(report: Mapping[str, Any]) -> list[str]:
         cells.append(f'<td class="st-{word}">{esc(findings_cell(mine))}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     all_found = {k: sum(int(c.get(k, 0)) for c in found.values()) for k in ("error", "warning", "note")}
-    out.append("</tbody><tfoot><tr><th>total</th><th></th>")
+    out.append('</tbody><tfoot><tr><th>total</th><th class="title"></th>')
     out += [f'<th class="{cls(s)}">{int(totals.get(s, 0))}</th>' for s in STATUSES]
     out.append(f"<th>{esc(findings_cell(all_found))}</th></tr></tfoot></table></div>")
     out.append(f'<p class="legend-head">{esc(LEGEND_HEAD)}</p><dl class="legend">')

@@ -218,6 +218,27 @@ def render_trace_text(
     return "\n".join(lines) + "\n"
 
 
+# --- assumptions ---------------------------------------------------------------------------
+
+
+def assumption_lines(items: Sequence[Mapping[str, Any]], *, color: bool = False, limit: int = 4) -> list[str]:
+    """``assumed: FACT = VALUE (DETAIL)`` per premise a result rests on, the same premise of
+    several nodes on one line (values listed up to ``limit``, the nodes counted)."""
+    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for a in items:
+        key = (str(a.get("basis", "assumed")), str(a.get("fact", "")), str(a.get("detail", "")))
+        groups.setdefault(key, []).append((str(a.get("node", "")), str(a.get("value", ""))))
+    out = []
+    for (basis, fact, detail), rows in groups.items():
+        values = list(dict.fromkeys(v for _, v in rows))
+        shown = "; ".join(values[:limit]) + (f"; +{len(values) - limit} more" if len(values) > limit else "")
+        nodes = sorted({n for n, _ in rows if n})
+        where_ = f" [{len(nodes)} nodes]" if len(nodes) > 1 else (f" [{nodes[0]}]" if nodes else "")
+        line = f"{basis}: {fact} = {shown}{where_}" + (f" ({detail})" if detail else "")
+        out.append(_paint(safe(line), "yellow" if basis == "assumed" else "dim", color))
+    return out
+
+
 # --- reports -------------------------------------------------------------------------------
 
 
@@ -225,7 +246,8 @@ def _status_text(status: str) -> Text:
     return Text(safe(status), style=STATUS_STYLE.get(status, ""))
 
 
-WIDE = 100  # from this width on, every status column is shown
+WIDE = 100  # from this width on, every status column is shown, under its full name
+SHORT = {"violated": "viol.", "inconclusive": "inc."}
 
 
 def shown_statuses(report: Mapping[str, Any], width: int) -> tuple[str, ...]:
@@ -248,9 +270,10 @@ def summary_table(report: Mapping[str, Any], width: int = WIDE) -> Table:
     table.add_column("invariant", footer="total", no_wrap=True)
     table.add_column("title", ratio=1, overflow="fold")
     for status in statuses:
-        table.add_column(status, justify="right", footer=str(totals.get(status, 0)), no_wrap=True)
+        head = status if width >= WIDE else SHORT.get(status, status)
+        table.add_column(head, justify="right", footer=str(totals.get(status, 0)), no_wrap=True)
     all_found = {s: sum(int(c.get(s, 0)) for c in found.values()) for s in ("error", "warning", "note")}
-    table.add_column("findings", footer=findings_cell(all_found), no_wrap=True)
+    table.add_column("findings", footer=findings_cell(all_found), max_width=12, overflow="fold")
     for inv, counts in summary.get("invariants", {}).items():
         row: list[RenderableType] = [Text(safe(inv)), Text(safe(cat.info(inv, titles).title))]
         for status in statuses:
@@ -262,9 +285,13 @@ def summary_table(report: Mapping[str, Any], width: int = WIDE) -> Table:
     return table
 
 
-def legend(columns: Sequence[str] = ()) -> list[RenderableType]:
+def legend(columns: Sequence[str] = (), short: bool = False) -> list[RenderableType]:
     """What the table's columns count (those of ``columns``, or all)."""
-    rows = [(c, [m]) for c, m in LEGEND if not columns or c in columns]
+    rows = [
+        (f"{SHORT[c]} ({c})" if short and c in SHORT else c, [m])
+        for c, m in LEGEND
+        if not columns or c in columns
+    ]
     return [Text(LEGEND_HEAD), Padding(_facts(rows, style=""), (0, 0, 0, 2))]
 
 
@@ -342,7 +369,12 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
     if clusters:
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     columns = (*shown_statuses(report, width), "findings")
-    items: list[RenderableType] = [head, summary_table(report, width), *legend(columns), Text("")]
+    items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
+    lines = assumption_lines(report.get("assumptions", []))
+    for line in lines:
+        items.append(Text(line, style="yellow" if line.startswith("assumed") else "dim"))
+    if lines:
+        items.append(Text(""))
     findings = list(report.get("findings", []))
     if findings:
         items.append(Text(f"Findings ({len(findings)})", style="bold underline"))
