@@ -487,7 +487,9 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 @click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
               help="DUMP is a directory: where the per-node work runs")  # fmt: skip
 @click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
-@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
+@click.option("--workers", type=int, default=0,
+              help="worker processes (default: one per CPU, for one dump of 100 Service ports or more, a local "
+                   "Dask cluster; else 1); the results do not depend on it")  # fmt: skip
 @partial_options
 @guarded
 @node_fact_options
@@ -521,7 +523,7 @@ def check(
     cluster = load_cluster(cluster_path)
     require_node(cluster, node)
     # an excerpt shows a few rules: what it lacks is not drift
-    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts)
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts, workers=workers)
     results = rep.results if excerpt is None else at_most_holds(rep.results)
     effective, _ = with_inferred_config(cluster, node, ruleset)
     interp = Interpreter(ruleset, node_context(effective, node, ruleset.family, facts, ruleset))
@@ -540,18 +542,24 @@ def check(
 
 
 def _check_with_progress(
-    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None
+    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None,
+    workers: int = 0,
 ) -> Any:
     """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
     same report as checking each on its own), with progress per Service on stderr."""
+    import os
+
     from nat_verify.check.sharing import check_shared
     from nat_verify.intent import destinations
     from nat_verify.progress import Progress
 
     with Progress() as bar:
         total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        n = workers or ((os.cpu_count() or 1) if total >= 100 else 1)
         task = bar.task(f"checking {node}", total, "Services")
-        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts)
+        return check_shared(
+            cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts, workers=n
+        )
 
 
 def _check_fleet(
@@ -559,8 +567,8 @@ def _check_fleet(
     manifest: str | None, executor_name: str, scheduler: str | None, workers: int,
 ) -> NoReturn:  # fmt: skip
     """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
+    from nat_verify.executors import ExecutorUnavailable
     from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
-    from nat_verify.fleet.executors import ExecutorUnavailable
     from nat_verify.progress import Progress
     from nat_verify.report import build_report
 

@@ -96,8 +96,13 @@ def check_shared(
     progress: Progress | None = None,
     memo: ShapeMemo | None = None,
     facts: NodeFacts | None = None,
+    workers: int = 1,
 ) -> CheckReport:
     """Every invariant on one node's ruleset, one check per shape of Service port.
+
+    ``workers`` > 1 splits the Services to check concretely between that many forked
+    processes (whole Services per process; the ruleset-wide checks run in the first); the
+    report is the same for any number of workers.
 
     ``facts`` and the settings inferred from the dump without a KubeProxyConfiguration are
     those of ``check_ruleset``: applied once here, for the shapes and every check alike."""
@@ -115,7 +120,7 @@ def check_shared(
             concrete.append((service, proto))
         elif key not in memo.clean and key not in reps:
             reps[key] = (service, proto)
-    report = _checked(cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True, facts=facts)
+    report = _checked(cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True, facts=facts, workers=workers)
     by_service = _by_service(report)
     for key, (service, _) in reps.items():
         results, findings = by_service.get(service, ([], []))
@@ -124,7 +129,9 @@ def check_shared(
     done = {s for s, _ in reps.values()} | {s for s, _ in concrete} | set(by_service)
     again = [(s, p) for s, p, k in keyed if s not in done and k not in memo.clean]
     if again:
-        report = report.merged(_checked(cluster, node, ruleset, again, progress, structure=False, facts=facts))
+        report = report.merged(
+            _checked(cluster, node, ruleset, again, progress, structure=False, facts=facts, workers=workers)
+        )
         done |= {s for s, _ in again}
     shared: list[Result] = []
     for service, _, key in keyed:
@@ -147,12 +154,15 @@ def check_shared(
 
 def _checked(
     cluster: Cluster, node: str, ruleset: Ruleset, ports: list[tuple[str, str]], progress: Progress | None,
-    structure: bool, facts: NodeFacts | None = None,
+    structure: bool, facts: NodeFacts | None = None, workers: int = 1,
 ) -> CheckReport:  # fmt: skip
     """``check_ruleset`` over the Services of ``ports`` (all their ports); ruleset-wide results
-    (service ``""``: structure) kept only when ``structure``."""
+    (service ``""``: structure) kept only when ``structure``. With ``workers`` > 1, whole
+    Services are dealt out to forked processes and the reports merged in a fixed order."""
     if not ports and not structure:
         return CheckReport((), ())
+    if workers > 1 and len(ports) >= 2 * workers:
+        return _checked_parallel(cluster, node, ruleset, ports, progress, structure, facts, workers)
     from nat_verify.check.runner import _service_location
 
     sub = _sub_cluster(cluster, _services(cluster, ports))
@@ -165,6 +175,43 @@ def _checked(
     return CheckReport(
         tuple(r for r in rep.results if r.service), tuple(f for f in rep.findings if f.service), rep.packets
     )
+
+
+_Chunk = tuple[list[tuple[str, str]], bool]
+
+
+def _check_chunk(shared: tuple[Cluster, str, Ruleset, NodeFacts | None], item: _Chunk) -> CheckReport:
+    cluster, node, ruleset, facts = shared
+    ports, structure = item
+    return _checked(cluster, node, ruleset, ports, None, structure, facts)
+
+
+def _checked_parallel(
+    cluster: Cluster, node: str, ruleset: Ruleset, ports: list[tuple[str, str]], progress: Progress | None,
+    structure: bool, facts: NodeFacts | None, workers: int,
+) -> CheckReport:  # fmt: skip
+    from nat_verify.executors import LocalExecutor
+
+    by_service: dict[str, list[tuple[str, str]]] = {}
+    for key, proto in ports:
+        svc, _ = find_service_port(cluster, key, proto)
+        by_service.setdefault(svc.key, []).append((key, proto))
+    groups = list(by_service.values())
+    n = min(len(groups), 4 * workers)  # a few chunks per worker keeps both busy to the end
+    chunks: list[_Chunk] = [
+        ([p for g in groups[i::n] for p in g], structure and i == 0) for i in range(n)
+    ]
+
+    def done(i: int, _rep: object) -> None:
+        if progress:
+            for key, _ in chunks[i][0]:
+                progress(f"{key} (checked)")
+
+    reports = LocalExecutor(workers).run(_check_chunk, (cluster, node, ruleset, facts), chunks, done)
+    out = CheckReport((), ())
+    for rep in reports:
+        out = out.merged(rep)
+    return out
 
 
 def _by_service(report: CheckReport) -> dict[str, tuple[list[Result], list[Finding]]]:

@@ -32,7 +32,7 @@ import attrs
 
 from nat_verify.check import CheckReport
 from nat_verify.check.sharing import ShapeMemo, check_shared
-from nat_verify.fleet.executors import Executor, LocalExecutor
+from nat_verify.executors import Executor, LocalExecutor
 from nat_verify.fleet.inventory import Fleet, NodeDump
 from nat_verify.model.cluster import Cluster
 from nat_verify.netfilter.parse import DumpError
