@@ -130,9 +130,11 @@ def engines() -> dict[str, Callable[[Cluster, Ruleset], CheckReport]]:
     """The check engines this tree has, by name (the engine seam adds more)."""
     from nat_verify.check.sharing import check_shared
 
+    cpus = os.cpu_count() or 1
     return {
-        "exhaustive, one check per shape (check.sharing, what `nat-verify check` runs)":
-            lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
+        f"exhaustive, one check per shape, {cpus} workers (what `nat-verify check` runs)":
+            lambda c, rs: check_shared(c, NODE, rs, drift_check=False, workers=cpus),
+        "exhaustive, one check per shape, 1 worker": lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
         "exhaustive, every Service on its own": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False),
     }  # fmt: skip
 
@@ -209,10 +211,13 @@ class Figures:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.path: Path | None = None  # RESULTS.md, rewritten after every line
 
     def say(self, text: str = "") -> None:
         print(text, flush=True)
         self.lines.append(text)
+        if self.path is not None:
+            self.path.write_text("\n".join(self.lines) + "\n(run still in progress)\n")
 
 
 def verdict(ok: bool) -> str:
@@ -425,6 +430,8 @@ def main() -> None:
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = Figures()
+    if not a.no_results:
+        fig.path = HERE / "RESULTS.md"
     start = time.perf_counter()
     load0 = os.getloadavg()
     fig.say("# nat-verify scale benchmark")
@@ -438,8 +445,8 @@ def main() -> None:
     load1 = os.getloadavg()
     fig.say(f"Finished in {time.perf_counter() - start:.0f} s; load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}. "
             "Figures taken on a loaded machine are noisy: compare the ratios, rerun on a quiet one.")  # fmt: skip
-    if not a.no_results:
-        (HERE / "RESULTS.md").write_text("\n".join(fig.lines) + "\n")
+    if fig.path is not None:
+        fig.path.write_text("\n".join(fig.lines) + "\n")
 
 
 if __name__ == "__main__":
