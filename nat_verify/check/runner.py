@@ -148,12 +148,18 @@ def check_ruleset(
     location: Callable[[str], str] | None = None,
     facts: NodeFacts | None = None,
     infer_config: bool = True,
+    prepared: tuple[Interpreter, SourceSpace] | None = None,
+    structure_check: bool = True,
 ) -> CheckReport:
     """Every invariant of the catalogue on one node's ruleset.
 
     ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
     ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``prepared``: an interpreter of ``ruleset`` on this node's context and its ``SourceSpace``,
+    from an earlier call (``check.sharing`` checks one ruleset in several calls: both cost a
+    pass over the whole dump). ``structure_check=False`` leaves out NV014's ruleset-wide
+    structure pass (for calls whose ruleset-wide results the caller drops).
     """
     family = ruleset.family
     inferred: tuple[Premise, ...] = ()
@@ -161,8 +167,8 @@ def check_ruleset(
         cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, family, facts, ruleset)
     own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
-    interp = Interpreter(ruleset, ctx)
-    space = SourceSpace(interp)
+    interp, space = prepared if prepared is not None else (Interpreter(ruleset, ctx), None)
+    space = space if space is not None else SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
     acc = _Acc(node, cluster.name, loc)
     masq_mark = cluster.proxy.masquerade_mark
@@ -205,7 +211,7 @@ def check_ruleset(
                 sticky_done.add(origin)
                 acc.touch(["NV011"], dest.service)
                 packets += _check_affinity(interp, acc, dest, node, pkt, tr, exp, timeout, loc)
-    for issue in structure_issues(ruleset, ctx):
+    for issue in structure_issues(ruleset, ctx) if structure_check else ():
         acc.touch(["NV014"], "")
         acc.finding("NV014", "", f"{issue.table}:{issue.chain}", Finding(
             "NV014", "", node, issue.message, severity=issue.severity,  # type: ignore[arg-type]

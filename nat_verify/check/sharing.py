@@ -21,13 +21,15 @@ from typing import Any
 
 import attrs
 
+from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.drift import drift
 from nat_verify.check.nodectx import node_context
 from nat_verify.check.runner import MAX_FINDINGS_PER_KEY, CheckReport, Progress, check_ruleset
-from nat_verify.check.shape import Slicer, group_destinations, shape_of
+from nat_verify.check.shape import NodeBase, Slicer, group_destinations, shape_of
 from nat_verify.intent import destinations, find_service_port
 from nat_verify.model.cluster import Cluster, Service
 from nat_verify.model.outcome import Finding, Result
+from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.ruleset import Ruleset
 from nat_verify.node.facts import NodeFacts
 from nat_verify.node.proxyconfig import with_inferred_config
@@ -110,9 +112,12 @@ def check_shared(
     cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, ruleset.family, facts, ruleset)
     slicer = Slicer.of(ruleset)
+    base = NodeBase(cluster, node, ctx)
+    interp = Interpreter(ruleset, ctx)
+    prepared = (interp, SourceSpace(interp))  # one pass over the dump for every call below
     keyed: list[tuple[str, str, Any]] = []  # (service port, proto, shape or None)
     for service, dests in group_destinations(destinations(cluster, node, ruleset.family)):
-        keyed.append((service, dests[0].proto, shape_of(slicer, cluster, node, ctx, service, dests)))
+        keyed.append((service, dests[0].proto, shape_of(slicer, cluster, node, ctx, service, dests, base)))
     reps: dict[Any, tuple[str, str]] = {}
     concrete: list[tuple[str, str]] = []
     for service, proto, key in keyed:
@@ -120,7 +125,10 @@ def check_shared(
             concrete.append((service, proto))
         elif key not in memo.clean and key not in reps:
             reps[key] = (service, proto)
-    report = _checked(cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True, facts=facts, workers=workers)
+    report = _checked(
+        cluster, node, ruleset, [*reps.values(), *concrete], progress, structure=True, facts=facts, workers=workers,
+        prepared=prepared,
+    )  # fmt: skip
     by_service = _by_service(report)
     for key, (service, _) in reps.items():
         results, findings = by_service.get(service, ([], []))
@@ -130,7 +138,7 @@ def check_shared(
     again = [(s, p) for s, p, k in keyed if s not in done and k not in memo.clean]
     if again:
         report = report.merged(
-            _checked(cluster, node, ruleset, again, progress, structure=False, facts=facts, workers=workers)
+            _checked(cluster, node, ruleset, again, progress, structure=False, facts=facts, workers=workers, prepared=prepared)
         )
         done |= {s for s, _ in again}
     shared: list[Result] = []
@@ -155,6 +163,7 @@ def check_shared(
 def _checked(
     cluster: Cluster, node: str, ruleset: Ruleset, ports: list[tuple[str, str]], progress: Progress | None,
     structure: bool, facts: NodeFacts | None = None, workers: int = 1,
+    prepared: tuple[Interpreter, SourceSpace] | None = None,
 ) -> CheckReport:  # fmt: skip
     """``check_ruleset`` over the Services of ``ports`` (all their ports); ruleset-wide results
     (service ``""``: structure) kept only when ``structure``. With ``workers`` > 1, whole
@@ -162,13 +171,13 @@ def _checked(
     if not ports and not structure:
         return CheckReport((), ())
     if workers > 1 and len(ports) >= 2 * workers:
-        return _checked_parallel(cluster, node, ruleset, ports, progress, structure, facts, workers)
+        return _checked_parallel(cluster, node, ruleset, ports, progress, structure, facts, workers, prepared)
     from nat_verify.check.runner import _service_location
 
     sub = _sub_cluster(cluster, _services(cluster, ports))
     rep = check_ruleset(
         sub, node, ruleset, drift_check=False, progress=progress, location=lambda s: _service_location(cluster, s),
-        facts=facts, infer_config=False,
+        facts=facts, infer_config=False, prepared=prepared, structure_check=structure,
     )
     if structure:
         return rep
@@ -178,18 +187,20 @@ def _checked(
 
 
 _Chunk = tuple[list[tuple[str, str]], bool]
+_Shared = tuple[Cluster, str, Ruleset, NodeFacts | None, tuple[Interpreter, SourceSpace] | None]
 
 
-def _check_chunk(shared: tuple[Cluster, str, Ruleset, NodeFacts | None], item: _Chunk) -> CheckReport:
-    cluster, node, ruleset, facts = shared
+def _check_chunk(shared: _Shared, item: _Chunk) -> CheckReport:
+    cluster, node, ruleset, facts, prepared = shared
     ports, structure = item
-    return _checked(cluster, node, ruleset, ports, None, structure, facts)
+    return _checked(cluster, node, ruleset, ports, None, structure, facts, prepared=prepared)
 
 
 def _checked_parallel(
     cluster: Cluster, node: str, ruleset: Ruleset, ports: list[tuple[str, str]], progress: Progress | None,
-    structure: bool, facts: NodeFacts | None, workers: int,
+    structure: bool, facts: NodeFacts | None, workers: int, prepared: tuple[Interpreter, SourceSpace] | None,
 ) -> CheckReport:  # fmt: skip
+    """The workers are forked: each starts with this process's ``prepared`` interpreter."""
     from nat_verify.executors import LocalExecutor
 
     by_service: dict[str, list[tuple[str, str]]] = {}
@@ -197,7 +208,7 @@ def _checked_parallel(
         svc, _ = find_service_port(cluster, key, proto)
         by_service.setdefault(svc.key, []).append((key, proto))
     groups = list(by_service.values())
-    n = min(len(groups), 4 * workers)  # a few chunks per worker keeps both busy to the end
+    n = min(len(groups), workers)  # one chunk per worker: each check_ruleset call pays a setup linear in the dump
     chunks: list[_Chunk] = [
         ([p for g in groups[i::n] for p in g], structure and i == 0) for i in range(n)
     ]
@@ -207,7 +218,7 @@ def _checked_parallel(
             for key, _ in chunks[i][0]:
                 progress(f"{key} (checked)")
 
-    reports = LocalExecutor(workers).run(_check_chunk, (cluster, node, ruleset, facts), chunks, done)
+    reports = LocalExecutor(workers).run(_check_chunk, (cluster, node, ruleset, facts, prepared), chunks, done)
     out = CheckReport((), ())
     for rep in reports:
         out = out.merged(rep)
