@@ -440,7 +440,8 @@ REPORT_HELP = (
 @guarded
 def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None, reports: tuple[str, ...]) -> None:
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
-    from nat_verify.check import CheckReport, verify_cluster
+    from nat_verify.check import CheckReport
+    from nat_verify.check.sharing import verify_shared
     from nat_verify.kube.loader import load_clusters
     from nat_verify.progress import Progress
     from nat_verify.report import build_report
@@ -459,7 +460,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         step = bar.services(task)
         for c in clusters:
             task.description = f"verifying {c.name}"
-            parts.append(verify_cluster(c, progress=step))
+            parts.append(verify_shared(c, progress=step))
             total = total.merged(parts[-1])
     findings: list[Any] = []
     shares: list[Any] = []

@@ -99,6 +99,7 @@ def check_shared(
     memo: ShapeMemo | None = None,
     facts: NodeFacts | None = None,
     workers: int = 1,
+    infer_config: bool = True,
 ) -> CheckReport:
     """Every invariant on one node's ruleset, one check per shape of Service port.
 
@@ -109,7 +110,9 @@ def check_shared(
     ``facts`` and the settings inferred from the dump without a KubeProxyConfiguration are
     those of ``check_ruleset``: applied once here, for the shapes and every check alike."""
     memo = memo if memo is not None else ShapeMemo()
-    cluster, inferred = with_inferred_config(cluster, node, ruleset)
+    inferred: tuple[Any, ...] = ()
+    if infer_config:
+        cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, ruleset.family, facts, ruleset)
     slicer = Slicer.of(ruleset)
     base = NodeBase(cluster, node, ctx)
@@ -158,6 +161,26 @@ def check_shared(
 
         out = out.merged(_drift_report(cluster, node, ruleset, lambda s: _service_location(cluster, s)))
     return out
+
+
+def verify_shared(cluster: Cluster, *, progress: Progress | None = None, memo: ShapeMemo | None = None) -> CheckReport:
+    """``runner.verify_cluster`` (the rules nat-verify compiles, every node and family), with
+    one check per shape shared by every node: the same report, at a cost that grows with the
+    number of distinct shapes rather than nodes x Services."""
+    from nat_verify.check.runner import families
+    from nat_verify.kubeproxy import compile_node
+    from nat_verify.netfilter.parse import parse
+
+    memo = memo if memo is not None else ShapeMemo()
+    report = CheckReport((), ())
+    for n in cluster.nodes:
+        for fam in families(cluster, n.name):
+            text = compile_node(cluster, n.name, fam)
+            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
+            report = report.merged(
+                check_shared(cluster, n.name, rs, drift_check=False, progress=progress, memo=memo, infer_config=False)
+            )
+    return report
 
 
 def _checked(

@@ -90,3 +90,14 @@ def test_one_or_two_workers_give_the_same_report() -> None:
     assert _results(one) == _results(two)
     assert _findings(one) == _findings(two)
     assert one.assumptions == two.assumptions
+
+
+@given(clusters(max_nodes=3, max_services=4, max_endpoints=3), st.booleans())
+def test_verify_shared_equals_verify_cluster(cluster: Cluster, keep_pods: bool) -> None:
+    from nat_verify.check import verify_cluster
+    from nat_verify.check.sharing import verify_shared
+
+    cluster = cluster if keep_pods else attrs.evolve(cluster, pods=())
+    shared, alone = verify_shared(cluster), verify_cluster(cluster)
+    assert _results(shared) == _results(alone)
+    assert _findings(shared) == _findings(alone)
