@@ -24,10 +24,16 @@ EXPLAIN_FORMAT = "nat_verify.explain/v1"
 
 
 def explain(
-    cluster: Cluster, identity: Identity, node: str, interp: Interpreter, lines: Sequence[str], *, rules: str
+    cluster: Cluster,
+    identity: Identity,
+    node: str,
+    traced: Sequence[tuple[Interpreter, Sequence[str]]],
+    *,
+    rules: str,
 ) -> dict[str, Any]:
-    """The explanation of ``identity`` on ``node``, whose rules ``interp`` runs (``rules`` says
-    where they come from; ``lines`` is their text, for the rule text of each step)."""
+    """The explanation of ``identity`` on ``node``, whose rules each interpreter of ``traced``
+    runs (one per IP family), with the rules' text (for the rule text of each step); ``rules``
+    says where they come from."""
     services = []
     for svc in identity.services:
         services.append({
@@ -42,7 +48,11 @@ def explain(
             "internal_traffic_policy": svc.internal_traffic_policy,
             **selection(cluster, svc),
         })  # fmt: skip
-    flows = service_flows(cluster, node, interp, lines, identity.services, ip=identity.ip, port=identity.port)
+    flows = [
+        f
+        for interp, lines in traced
+        for f in service_flows(cluster, node, interp, lines, identity.services, ip=identity.ip, port=identity.port)
+    ]
     return {
         "format": EXPLAIN_FORMAT,
         "tool": {"name": "nat-verify", "version": __version__},

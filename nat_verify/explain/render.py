@@ -49,11 +49,12 @@ def _changes(o: Mapping[str, Any]) -> list[str]:
 
 
 def _verdict(o: Mapping[str, Any]) -> str:
-    p = probability_text(Fraction(str(o.get("probability", "1"))))
+    chance = Fraction(str(o.get("probability", "1")))
+    p = "always" if chance == 1 else f"p={probability_text(chance)}"
     ep = o.get("endpoint") or {}
     who = ", ".join(x for x in (ep.get("pod", ""), f"on {ep['node']}" if ep.get("node") else "") if x)
     end = next((h["label"] for h in reversed(o["hops"]) if h["kind"] == "end"), o.get("verdict", ""))
-    return f"p={p}  {end}" + (f" ({who})" if who else "")
+    return f"{p}  {end}" + (f" ({who})" if who else "")
 
 
 def _pods_line(p: Mapping[str, Any]) -> str:

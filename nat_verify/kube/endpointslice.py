@@ -59,7 +59,7 @@ def _endpoint(e: Fields, address_type: str) -> Endpoint:
         if address_type == "FQDN":
             addresses.append(value)
             continue
-        addr = e.ip("addresses", value, line=line)
+        addr = e.ip("addresses", value, line=line, sloppy=True)
         if ip_family(addr) != address_type:
             e.expect(
                 "addresses",

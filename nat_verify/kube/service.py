@@ -59,7 +59,7 @@ def read_service(obj: RawObject) -> Service:
         # An empty selector selects nothing for the EndpointSlice controller: selector-less.
         selector=tuple(sorted(selector.items())) if selector else None,
         external_ips=tuple(
-            spec.ip("externalIPs", v, line=ln) for v, ln in spec.strings("externalIPs")
+            spec.ip("externalIPs", v, line=ln, sloppy=True) for v, ln in spec.strings("externalIPs")
         ),
         lb_ingress=_ingress(f) if svc_type == "LoadBalancer" else (),
         lb_source_ranges=_source_ranges(spec, meta.annotations, meta.fields),
@@ -103,7 +103,7 @@ def _cluster_ips(spec: Fields) -> tuple[str, ...]:
             spec.expect("clusterIPs", "['None'] alone for a headless Service", values)
         return ("None",)
     key = "clusterIPs" if listed else "clusterIP"
-    out = tuple(spec.ip(key, v, line=ln) for v, ln in zip(values, lines, strict=True))
+    out = tuple(spec.ip(key, v, line=ln, sloppy=True) for v, ln in zip(values, lines, strict=True))
     if len(out) > 2 or (len(out) == 2 and ip_family(out[0]) == ip_family(out[1])):
         spec.expect(key, "at most one address per IP family", list(values))
     return out
@@ -203,7 +203,7 @@ def _ingress(f: Fields) -> tuple[LoadBalancerIngress, ...]:
         ip = ing.text("ip")
         out.append(
             LoadBalancerIngress(
-                ip=ing.ip("ip", ip) if ip else "",
+                ip=ing.ip("ip", ip, sloppy=True) if ip else "",
                 hostname=ing.text("hostname"),
                 ip_mode=ing.choice("ipMode", ("", "VIP", "Proxy"), ""),
             )
@@ -214,8 +214,8 @@ def _ingress(f: Fields) -> tuple[LoadBalancerIngress, ...]:
 def _source_ranges(spec: Fields, annotations: dict[str, str], f: Fields) -> tuple[str, ...]:
     listed = spec.strings("loadBalancerSourceRanges")
     if listed:
-        return tuple(spec.cidr("loadBalancerSourceRanges", v, line=ln) for v, ln in listed)
+        return tuple(spec.cidr("loadBalancerSourceRanges", v, line=ln, sloppy=True) for v, ln in listed)
     raw = annotations.get(SOURCE_RANGES_ANNOTATION, "")
     parts = [p for p in (s.strip() for s in raw.split(",")) if p]
     md = f.mapping_or_empty("metadata").mapping_or_empty("annotations")
-    return tuple(md.cidr(SOURCE_RANGES_ANNOTATION, p) for p in parts)
+    return tuple(md.cidr(SOURCE_RANGES_ANNOTATION, p, sloppy=True) for p in parts)

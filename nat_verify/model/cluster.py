@@ -331,7 +331,7 @@ class LegacyEndpoints(Located):
 class LoadNote:
     """Something the loader decided that a reader of the result should know."""
 
-    invariant: str  # the invariant the note concerns ("" for none)
+    invariant: str  # the invariant the note concerns
     service: str  # "ns/name" or ""
     message: str
     location: str = ""
@@ -370,7 +370,9 @@ class ProxyConfig:
     mark_spelling: Literal["kube-proxy", "test"] = "kube-proxy"  # 0x00004000 vs 0x4000
     terminating_fallback: bool = True  # ProxyTerminatingEndpoints (GA 1.28)
     legacy_layout: bool = False  # v1.27-era details (no nfacct, KUBE-FIREWALL in filter as in the corpus)
+    kube_proxy_version: str = ""  # "1.24": the layout of that release (kubeproxy.eras); "" = from legacy_layout / newest
     large_cluster_threshold: int = 1000
+    mode: Literal["iptables", "nftables", "ipvs"] = "iptables"  # the proxy mode (KubeProxyConfiguration ``mode``)
     source: SourceRef = SourceRef()
 
     @property
@@ -385,6 +387,9 @@ class Cluster:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
     proxy: ProxyConfig = ProxyConfig()
+    # the ServiceCIDR objects' ranges (networking.k8s.io/v1): the nftables proxier drops
+    # traffic to unallocated addresses in them
+    service_cidrs: tuple[str, ...] = ()
     name: str = ""  # e.g. the spec file it came from
     source: SourceRef = SourceRef()
     workloads: tuple[Workload, ...] = ()

@@ -87,19 +87,29 @@ class Share:
     service: str
     node: str
     trace: Trace
+    probes: int = 0  # first connections the kernel oracle made with the same packet
+    observed: tuple[tuple[str, int], ...] = ()  # (destination, how many of them went there)
 
     def to_json(self) -> dict[str, Any]:
         doc = self.trace.to_json()
         outcomes: list[dict[str, Any]] = doc["outcomes"]  # type: ignore[assignment]
-        return {
-            "service": self.service,
-            "node": self.node,
-            "packet": doc["packet"],
-            "endpoints": [
-                {k: o[k] for k in ("destination", "probability", "verdict", "uniform") if k in o}
-                for o in outcomes
-            ],
-        }
+        endpoints: list[dict[str, Any]] = [
+            {k: o[k] for k in ("destination", "probability", "verdict", "uniform") if k in o}
+            for o in outcomes
+        ]
+        out: dict[str, Any] = {"service": self.service, "node": self.node, "packet": doc["packet"]}
+        if self.probes:
+            seen = dict(self.observed)
+            for e in endpoints:
+                e["observed"] = seen.pop(e["destination"], 0)
+            # where the kernel sent connections the model never does: shown, with p = 0
+            endpoints += [
+                {"destination": d, "probability": "0", "verdict": "forward", "observed": n}
+                for d, n in sorted(seen.items())
+            ]
+            out["probes"] = self.probes
+        out["endpoints"] = endpoints
+        return out
 
 
 def service_shares(cluster: Cluster, node: str, interpreter: Interpreter) -> list[Share]:
@@ -122,4 +132,31 @@ def service_shares(cluster: Cluster, node: str, interpreter: Interpreter) -> lis
             dport=dest.port, sport=40000, proto=dest.proto, origin="pod",
         )  # fmt: skip
         out.append(Share(dest.service, node, interpreter.trace(packet)))
+    return out
+
+
+def kernel_shares(ruleset: Ruleset, ctx: Any, shares: Sequence[Share], probes: int, *, source: str) -> list[Share]:
+    """``shares`` with what the kernel does: each packet sent as ``probes`` first connections
+    through the same rules in a throwaway network namespace (``nat_verify.oracle``), counted by
+    where they were DNATed to. Needs root; the oracle's own errors say why it cannot run."""
+    from collections import Counter
+
+    from nat_verify.model.packet import format_endpoint
+    from nat_verify.oracle.bridge import load_ruleset, probe_packet, topology_for
+    from nat_verify.oracle.oracle import KernelOracle
+
+    packets = [s.trace.packet for s in shares]
+    spec, _ = topology_for(ruleset, ctx, packets=packets)
+    out = []
+    with KernelOracle(spec) as k:
+        load_ruleset(k, ruleset, source=source)
+        for share in shares:
+            counts: Counter[str] = Counter()
+            for _ in range(probes):
+                r = probe_packet(k, share.trace.packet, fresh_port=True)
+                if r.dnat is not None:
+                    counts[format_endpoint(ipaddress.ip_address(r.dnat[0]), r.dnat[1])] += 1
+                else:
+                    counts[r.verdict] += 1
+            out.append(attrs.evolve(share, probes=probes, observed=tuple(sorted(counts.items()))))
     return out

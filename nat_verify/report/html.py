@@ -20,6 +20,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -228,6 +229,13 @@ def _shares(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _premises(report: Mapping[str, Any]) -> list[str]:
+    lines = assumption_texts(report.get("assumptions"))
+    if not lines:
+        return []
+    return [f"<h2>What the results rest on ({len(lines)})</h2><ul>", *(f"<li>{esc(x)}</li>" for x in lines), "</ul>"]
+
+
 def _results(report: Mapping[str, Any]) -> list[str]:
     cols = ["invariant", "service", "node", "status", "engine", "checked", "cluster"]
     rows = list(report.get("results", []))
@@ -284,6 +292,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f'<p class="facts-line">{"".join(facts)}</p>',
         "<h2>Summary</h2>",
         *_summary(report),
+        *_premises(report),
         f"<h2>Findings ({len(findings)})</h2>",
     ]
     if not findings:

@@ -19,6 +19,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -60,6 +61,15 @@ def md_code(text: object, *, in_table: bool = False) -> str:
     if in_table:
         s = s.replace("|", "\\|")  # GFM splits cells before it parses code spans
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+_RESULT_COLUMNS = ("invariant", "service", "node", "status", "engine", "checked", "cluster")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, list):
+        return "<br>".join(md_text(v) for v in value)
+    return md_text(value)
 
 
 def _row(cells: list[str]) -> str:
@@ -165,6 +175,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         )
     lines = [f"# nat-verify report: {md_text(outcome)}", "", " · ".join(facts), ""]
     lines += ["## Summary", "", *_summary(report), ""]
+    premises = assumption_texts(report.get("assumptions"))
+    if premises:
+        lines += [f"## What the results rest on ({len(premises)})", "", *(f"- {md_text(x)}" for x in premises), ""]
     findings = list(report.get("findings", []))
     lines += [f"## Findings ({len(findings)})", ""]
     if not findings:
@@ -172,13 +185,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for n, f in enumerate(findings, 1):
         lines += _finding(n, f)
     results = list(report.get("results", []))
+    # what newer engines add to a result (assumptions, ...) gets a column of its own
+    extra = sorted({k for r in results for k in r} - set(_RESULT_COLUMNS))
     lines += [
         f"## Results ({len(results)})",
         "",
         "<details><summary>every (invariant, service, node) checked</summary>",
         "",
-        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster"]),
-        _row(["---"] * 5 + ["---:", "---"]),
+        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster", *extra]),
+        _row(["---"] * 5 + ["---:", "---"] + ["---"] * len(extra)),
     ]
     for r in results:
         lines.append(
@@ -191,6 +206,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                     md_text(r.get("engine", "")),
                     md_text(r.get("checked", "")),
                     md_code(r.get("cluster", ""), in_table=True),
+                    *(_cell(r.get(k, "")) for k in extra),
                 ]
             )
         )

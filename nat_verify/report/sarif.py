@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from nat_verify.report import catalogue as cat
 from nat_verify.report.document import json_text
-from nat_verify.report.words import packet_json_text, where
+from nat_verify.report.words import assumption_texts, packet_json_text, where
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -42,14 +42,16 @@ def artifact(file: str, root: str | None) -> dict[str, Any] | None:
     p: PurePosixPath | PureWindowsPath = PurePosixPath(file)
     if "\\" in file or PureWindowsPath(file).drive:
         p = PureWindowsPath(file)
+    if isinstance(p, PurePosixPath) and root is not None and (p.is_absolute() or ".." in p.parts):
+        # a path outside the working tree cannot be mapped into a repository: say where it is
+        full = (Path(root) / file).resolve() if not p.is_absolute() else Path(file)
+        try:
+            rel = full.relative_to(Path(root).resolve())
+        except ValueError:
+            return {"uri": full.as_uri()}
+        return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
     if p.is_absolute():
-        if root is not None:
-            try:
-                rel = Path(file).relative_to(root)
-            except ValueError:
-                return {"uri": Path(file).as_uri()}
-            return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
-        return {"uri": Path(file).as_uri()}
+        return {"uri": Path(file).as_uri()} if isinstance(p, PurePosixPath) else {"uri": p.as_uri()}
     return {"uri": quote(p.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
 
 
@@ -220,6 +222,8 @@ def sarif_document(
         "columnKind": "unicodeCodePoints",
         "results": sarif_results,
     }
+    if report.get("assumptions"):
+        run["properties"] = {"assumptions": assumption_texts(report["assumptions"])}
     if root is not None:
         run["originalUriBaseIds"] = {"%SRCROOT%": {"uri": Path(root).resolve().as_uri() + "/"}}
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

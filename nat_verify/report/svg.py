@@ -140,6 +140,7 @@ def shares_svg(endpoints: Sequence[Mapping[str, Any]], *, probes: int = 0, title
         label = str(e.get("destination", ""))
         tip = f"{label}: p = {e.get('probability')}"
         parts.append(f'<text class="l-w" x="{PAD}" y="{y + 14}">{esc(label[:30])}</text>')
+        parts.append(f'<rect class="track" x="{x0}" y="{y + 3}" width="{BAR_W}" height="14" fill="#f6f8fa"/>')
         parts.append(
             f'<rect class="bar" x="{x0}" y="{y + 3}" width="{w:.1f}" height="14" fill="#0969da">'
             f"<title>{esc(tip)}</title></rect>"
@@ -152,6 +153,8 @@ def shares_svg(endpoints: Sequence[Mapping[str, Any]], *, probes: int = 0, title
                 f'<rect class="obs" x="{x0}" y="{y + 19}" width="{float(share) * BAR_W:.1f}" height="7" '
                 f'fill="#bf8700"><title>{esc(seen)}</title></rect>'
             )
+            kernel = f"kernel {probability_text(share)} ({e['observed']}/{probes})"
+            parts.append(f'<text class="l-n" x="{x0 + BAR_W + 6}" y="{y + 27}">{esc(kernel)}</text>')
         y += row_h
     if n > 1:
         ux = x0 + BAR_W / n

@@ -26,6 +26,7 @@ from nat_verify.report.words import (
     LEGEND,
     LEGEND_HEAD,
     STATUSES,
+    assumption_texts,
     finding_word,
     findings_cell,
     packet_json_text,
@@ -222,21 +223,12 @@ def render_trace_text(
 
 
 def assumption_lines(items: Sequence[Mapping[str, Any]], *, color: bool = False, limit: int = 4) -> list[str]:
-    """``assumed: FACT = VALUE (DETAIL)`` per premise a result rests on, the same premise of
-    several nodes on one line (values listed up to ``limit``, the nodes counted)."""
-    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-    for a in items:
-        key = (str(a.get("basis", "assumed")), str(a.get("fact", "")), str(a.get("detail", "")))
-        groups.setdefault(key, []).append((str(a.get("node", "")), str(a.get("value", ""))))
-    out = []
-    for (basis, fact, detail), rows in groups.items():
-        values = list(dict.fromkeys(v for _, v in rows))
-        shown = "; ".join(values[:limit]) + (f"; +{len(values) - limit} more" if len(values) > limit else "")
-        nodes = sorted({n for n, _ in rows if n})
-        where_ = f" [{len(nodes)} nodes]" if len(nodes) > 1 else (f" [{nodes[0]}]" if nodes else "")
-        line = f"{basis}: {fact} = {shown}{where_}" + (f" ({detail})" if detail else "")
-        out.append(_paint(safe(line), "yellow" if basis == "assumed" else "dim", color))
-    return out
+    """``assumed: FACT = VALUE (DETAIL)`` per premise a result rests on (``assumption_texts``),
+    assumed ones in yellow."""
+    return [
+        _paint(safe(line), "yellow" if line.startswith("assumed") else "dim", color)
+        for line in assumption_texts(items, limit=limit)
+    ]
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -370,9 +362,11 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
     columns = (*shown_statuses(report, width), "findings")
     items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
-    lines = assumption_lines(report.get("assumptions", []))
+    lines = assumption_lines(report.get("assumptions", []), color=color)
+    if lines:
+        items.append(Text(f"What the results rest on ({len(lines)})", style="bold underline"))
     for line in lines:
-        items.append(Text(line, style="yellow" if line.startswith("assumed") else "dim"))
+        items.append(Padding(Text.from_ansi(line) if color else Text(line), (0, 0, 0, 2)))
     if lines:
         items.append(Text(""))
     findings = list(report.get("findings", []))

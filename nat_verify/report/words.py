@@ -136,3 +136,23 @@ def packet_json_text(packet: Mapping[str, Any] | None) -> str:
 
 def where(service: str, node: str) -> str:
     return f"{service or '(node-wide)'} on {node or '(any node)'}"
+
+
+def assumption_texts(items: Any, *, limit: int = 4) -> list[str]:
+    """What results rest on that the user did not give (a report's ``assumptions``), one line
+    per premise: ``assumed: FACT = VALUE [node] (DETAIL)``; the same premise of several nodes
+    on one line, its values listed up to ``limit`` and the nodes counted."""
+    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for a in items or []:
+        if not isinstance(a, Mapping):
+            continue
+        key = (str(a.get("basis", "assumed")), str(a.get("fact", "")), str(a.get("detail", "")))
+        groups.setdefault(key, []).append((str(a.get("node", "")), str(a.get("value", ""))))
+    out = []
+    for (basis, fact, detail), rows in groups.items():
+        values = list(dict.fromkeys(v for _, v in rows))
+        shown = "; ".join(values[:limit]) + (f"; +{len(values) - limit} more" if len(values) > limit else "")
+        nodes = sorted({n for n, _ in rows if n})
+        where_ = f" [{len(nodes)} nodes]" if len(nodes) > 1 else (f" [{nodes[0]}]" if nodes else "")
+        out.append(f"{basis}: {fact} = {shown}{where_}" + (f" ({detail})" if detail else ""))
+    return out

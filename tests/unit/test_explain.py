@@ -25,20 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from nat_verify.cli import main
+from tests.unit.test_cli import run
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 WEB = str(SPECS / "web-svc.yaml")
 ENDPOINTS = {"10.42.1.7:8080": "node-1", "10.42.2.3:8080": "node-2"}
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
 
 
 def explain_json(*args: str) -> dict[str, Any]:
@@ -202,3 +195,27 @@ def test_report_files_in_every_format(tmp_path: Path) -> None:
 
     jsonschema = pytest.importorskip("jsonschema")
     assert not list(jsonschema.Draft4Validator(_sarif_schema()).iter_errors(sarif))
+
+
+def _spec_services() -> list[tuple[str, str]]:
+    from nat_verify.kube.loader import load_cluster
+
+    return [(str(f), s.key) for f in sorted(SPECS.glob("*.yaml")) for s in load_cluster([str(f)]).services]
+
+
+@pytest.mark.parametrize("spec, service", _spec_services())
+def test_every_spec_service_is_explained(spec: str, service: str) -> None:
+    doc = explain_json(service, "--cluster", spec)
+    assert doc["services"][0]["service"] == service
+    for f in doc["flows"]:
+        # each flow is a trace: its outcomes' probabilities add up to 1
+        assert sum(Fraction(o["probability"]) for o in f["outcomes"]) == 1, f["address"]
+    code, out, _ = run("explain", service, "--cluster", spec)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_a_dual_stack_service_is_traced_in_both_families() -> None:
+    # specs/dual-stack.yaml: ClusterIPs 10.43.0.50 and fd00:43::32, nodes with both families
+    doc = explain_json("default/dual", "--cluster", str(SPECS / "dual-stack.yaml"))
+    cluster_ips = {f["address"] for f in doc["flows"] if f["class"] == "cluster-ip"}
+    assert cluster_ips == {"10.43.0.50:80", "[fd00:43::32]:80"}

@@ -19,24 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from nat_verify.cli import main
 from nat_verify.model.outcome import Finding, Result, Step
 from nat_verify.model.packet import Packet
 from nat_verify.report import build_report, render, render_html, render_markdown, render_sarif
 from nat_verify.report.text import render_text
+from tests.unit.test_cli import run
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 WEB = str(SPECS / "web-svc.yaml")
 MASQ_RULE = "masquerade traffic for default/web-svc:http external destinations"
 
-
-def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args), input=input)
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +256,11 @@ def test_sarif_one_fingerprint_per_distinct_finding(broken_report: dict[str, Any
     assert len(nv004) >= 2
     prints = [r["partialFingerprints"]["natVerifyFinding/v1"] for r in results]
     assert len(set(prints)) == len(results) == len(broken_report["findings"])
+    # and the file passes the official SARIF 2.1.0 schema
+    from tests.unit.test_report_golden import _sarif_schema
+
+    jsonschema = pytest.importorskip("jsonschema")
+    assert not list(jsonschema.Draft4Validator(_sarif_schema()).iter_errors(doc))
 
 
 def test_sarif_absolute_cluster_path_is_relative_to_the_working_directory(

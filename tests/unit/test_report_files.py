@@ -8,21 +8,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nat_verify.cli import main
 from nat_verify.report.files import OutputError, format_of
+from tests.unit.test_cli import run
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 WEB = str(SPECS / "web-svc.yaml")
 NAMES = ("r.html", "r.md", "r.sarif", "r.xml", "r.json", "r.txt")
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
 
 
 def test_format_from_the_extension() -> None:
