@@ -63,25 +63,23 @@ NODE = "node-0"
 MiB = 1024 * 1024
 
 
-def rss_mib() -> float:
-    """Peak RSS of this process so far (since the last ``reset_peak``), MiB."""
+def _status_mib(field: str) -> float | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return None
+
+
+def rss_mib() -> float:
+    """Peak RSS of this process so far (since the last ``reset_peak``), MiB."""
+    return _status_mib("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def current_mib() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return rss_mib()
+    return _status_mib("VmRSS:") or rss_mib()
 
 
 def reset_peak() -> None:

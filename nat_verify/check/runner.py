@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -321,11 +321,16 @@ def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, object
     ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
     exercise the rules, not to be healthy)."""
     report = check_objects(cluster) if objects else CheckReport((), ())
+    for node, rs in compiled_rulesets(cluster):
+        report = report.merged(
+            check_ruleset(cluster, node, rs, drift_check=False, progress=progress, infer_config=False)
+        )
+    return report
+
+
+def compiled_rulesets(cluster: Cluster) -> Iterator[tuple[str, Ruleset]]:
+    """(node, ruleset) for every node and family: the rules nat-verify compiles for it."""
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
-            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(
-                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
-            )
-    return report
+            yield n.name, parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)

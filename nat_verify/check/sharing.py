@@ -144,19 +144,14 @@ def verify_shared(
     """``runner.verify_cluster`` (the rules nat-verify compiles, every node and family; with
     ``objects``, the cluster's objects), with one check per shape shared by every node: the same
     report, at a cost that grows with the number of distinct shapes rather than nodes x Services."""
-    from nat_verify.check.runner import check_objects, families
-    from nat_verify.kubeproxy import compile_node
-    from nat_verify.netfilter.parse import parse
+    from nat_verify.check.runner import check_objects, compiled_rulesets
 
     memo = memo if memo is not None else ShapeMemo()
     report = check_objects(cluster) if objects else CheckReport((), ())
-    for n in cluster.nodes:
-        for fam in families(cluster, n.name):
-            text = compile_node(cluster, n.name, fam)
-            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(
-                check_shared(cluster, n.name, rs, drift_check=False, progress=progress, memo=memo, infer_config=False)
-            )
+    for node, rs in compiled_rulesets(cluster):
+        report = report.merged(
+            check_shared(cluster, node, rs, drift_check=False, progress=progress, memo=memo, infer_config=False)
+        )
     return report
 
 
