@@ -367,7 +367,9 @@ class NV010(Invariant):
 
     Otherwise the endpoint answers the client directly, with its own address, and the client
     drops the reply (kubernetes issue 44916). Reported as a warning where the configuration
-    itself chose so (no local-traffic detector, Local policy semantics).
+    itself chose so (no local-traffic detector, Local policy semantics). The same holds between
+    two pods on one bridge when the node does not pass bridged packets to netfilter
+    (``net.bridge.bridge-nf-call-iptables=0``, a node fact): the reply is bridged past conntrack.
     """
 
     id, name = "NV010", "ReturnPath"
@@ -387,6 +389,16 @@ class NV010(Invariant):
             if not case.allowed(o) or _masq_mismatch(case, o) is not None:
                 continue
             e = case.endpoint(o)
+            bridged = case.ctx.reply_bridged(case.origin, src, o.dst) and not (o.masquerade or o.snat)
+            if bridged:
+                yield case.violation(
+                    self.id,
+                    f"the reply from {o.dst} to pod {case.src} is bridged past conntrack "
+                    "(net.bridge.bridge-nf-call-iptables=0 and both pods on the bridge): the DNAT is "
+                    "not undone, so the connection fails unless it is masqueraded",
+                    o,
+                )
+                continue
             if e is not None and e.local:
                 continue  # an endpoint on this node answers through this node (its EndpointSlice nodeName)
             if reply(case.trace.packet, o, case.ctx).broken:

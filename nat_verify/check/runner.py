@@ -25,7 +25,7 @@ import attrs
 
 from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.compare import Violation, compare, describe
-from nat_verify.check.drift import drift
+from nat_verify.check.drift import drift_findings
 from nat_verify.check.nodectx import node_context
 from nat_verify.check.objects import object_report
 from nat_verify.check.structure import structure_issues
@@ -44,7 +44,7 @@ from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster, IPNetwork
 from nat_verify.model.outcome import Finding, Result, Step, Trace
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.context import Premise
+from nat_verify.netfilter.context import NodeContext, Premise
 from nat_verify.netfilter.interpreter import Interpreter, RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.ruleset import Ruleset
@@ -151,12 +151,15 @@ def check_ruleset(
     location: Callable[[str], str] | None = None,
     facts: NodeFacts | None = None,
     infer_config: bool = True,
+    kube_proxy_version: str = "",
 ) -> CheckReport:
     """Every invariant of the catalogue on one node's ruleset.
 
     ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
     ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
+    cluster's KubeProxyConfiguration, else the one the dump shows).
     The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
     """
     family = ruleset.family
@@ -216,18 +219,28 @@ def check_ruleset(
             location=f"{ruleset.source}:{issue.line}" if issue.line else ruleset.source,
         ))  # fmt: skip
     acc.touch(["NV014"], "")
-    if drift_check:
-        acc.touch(["NV015"], "")
-        for item in drift(cluster, node, ruleset):
-            detail = "\n".join([*(f"- missing: {m}" for m in item.missing[:20]), *(f"- stale: {e}" for e in item.extra[:20])])
-            acc.finding("NV015", item.service, item.message, Finding(
-                "NV015", item.service, node, item.message,
-                expected="\n".join(item.missing[:20]) or "(nothing)", actual="\n".join(item.extra[:20]) or "(nothing)",
-                location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
-            ))  # fmt: skip
-            _ = detail
     premises = tuple((node, p) for p in (*inferred, *ctx.assumptions))
-    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets, premises)
+    out = CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets, premises)
+    if drift_check:
+        out = out.merged(drift_report(cluster, node, ruleset, ctx, loc, kube_proxy_version))
+    return out
+
+
+def drift_report(
+    cluster: Cluster, node: str, ruleset: Ruleset, ctx: NodeContext, location: Callable[[str], str],
+    kube_proxy_version: str = "",
+) -> CheckReport:  # fmt: skip
+    """NV015 alone: a result for the dump as a whole and one per Service that differs; an
+    error (a packet's outcome differs) makes it violated, a warning (undecided) inconclusive,
+    a note (rule text only) neither."""
+    acc = _Acc(node, cluster.name, location)
+    acc.touch(["NV015"], "")
+    for f in drift_findings(cluster, node, ruleset, ctx, location, kube_proxy_version):
+        acc.touch(["NV015"], f.service, 0)
+        if f.severity == "warning":
+            acc.inconclusive.setdefault(("NV015", f.service), f.message)
+        acc.finding("NV015", f.service, f.message, f)
+    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings))
 
 
 def check_objects(cluster: Cluster) -> CheckReport:

@@ -16,14 +16,12 @@ the shape names no node (its own facts come first and other nodes by position).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from nat_verify.check.drift import drift
 from nat_verify.check.nodectx import node_context
-from nat_verify.check.runner import MAX_FINDINGS_PER_KEY, CheckReport, Progress, check_ruleset
+from nat_verify.check.runner import CheckReport, Progress, check_ruleset, drift_report
 from nat_verify.check.shape import Slicer, group_destinations, shape_of
 from nat_verify.intent import destinations, find_service_port
 from nat_verify.model.cluster import Cluster, Service
@@ -62,31 +60,6 @@ def _sub_cluster(cluster: Cluster, services: list[Service]) -> Cluster:
     )
 
 
-def _drift_report(cluster: Cluster, node: str, ruleset: Ruleset, loc: Callable[[str], str]) -> CheckReport:
-    """NV015 exactly as ``check_ruleset`` reports it (a result for the dump as a whole, and one
-    per Service that drifted; at most MAX_FINDINGS_PER_KEY errors per Service and message)."""
-    findings: list[Finding] = []
-    per_key: dict[tuple[str, str], int] = {}
-    errors: dict[str, bool] = {}
-    for item in drift(cluster, node, ruleset):
-        f = Finding(
-            "NV015", item.service, node, item.message,
-            expected="\n".join(item.missing[:20]) or "(nothing)", actual="\n".join(item.extra[:20]) or "(nothing)",
-            location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
-        )  # fmt: skip
-        errors[item.service] = errors.get(item.service, False) or f.severity == "error"
-        k = (item.service, item.message)
-        if per_key.get(k, 0) < (MAX_FINDINGS_PER_KEY if f.severity == "error" else 1):
-            findings.append(f)
-        per_key[k] = per_key.get(k, 0) + 1
-    results = [Result("NV015", "", node, "violated" if errors.get("") else "proved", "exhaustive", 1, cluster.name)]
-    results += [
-        Result("NV015", svc, node, "violated" if bad else "proved", "exhaustive", 0, cluster.name)
-        for svc, bad in sorted(errors.items()) if svc
-    ]  # fmt: skip
-    return CheckReport(tuple(results), tuple(findings))
-
-
 def check_shared(
     cluster: Cluster,
     node: str,
@@ -96,6 +69,7 @@ def check_shared(
     progress: Progress | None = None,
     memo: ShapeMemo | None = None,
     facts: NodeFacts | None = None,
+    kube_proxy_version: str = "",
 ) -> CheckReport:
     """Every invariant on one node's ruleset, one check per shape of Service port.
 
@@ -141,7 +115,7 @@ def check_shared(
     if drift_check:
         from nat_verify.check.runner import _service_location
 
-        out = out.merged(_drift_report(cluster, node, ruleset, lambda s: _service_location(cluster, s)))
+        out = out.merged(drift_report(cluster, node, ruleset, ctx, lambda s: _service_location(cluster, s), kube_proxy_version))
     return out
 
 

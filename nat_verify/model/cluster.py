@@ -370,6 +370,7 @@ class ProxyConfig:
     mark_spelling: Literal["kube-proxy", "test"] = "kube-proxy"  # 0x00004000 vs 0x4000
     terminating_fallback: bool = True  # ProxyTerminatingEndpoints (GA 1.28)
     legacy_layout: bool = False  # v1.27-era details (no nfacct, KUBE-FIREWALL in filter as in the corpus)
+    kube_proxy_version: str = ""  # "1.24": the layout of that release (kubeproxy.eras); "" = from legacy_layout / newest
     large_cluster_threshold: int = 1000
     mode: Literal["iptables", "nftables", "ipvs"] = "iptables"  # the proxy mode (KubeProxyConfiguration ``mode``)
     source: SourceRef = SourceRef()

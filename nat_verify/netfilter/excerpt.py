@@ -27,11 +27,12 @@ set on the ``Excerpt``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import attrs
 
-from nat_verify.netfilter.parse import KNOWN_TARGETS, DumpError, parse
+from nat_verify.netfilter.parse import KNOWN_TARGETS, DumpError, parse, without_gc
 from nat_verify.netfilter.ruleargs import parse_rule
 from nat_verify.netfilter.ruleset import (
     BUILTIN_CHAINS,
@@ -130,6 +131,32 @@ class Excerpt:
         }
 
 
+def refuse_line(ex: Excerpt, line: int, reason: str) -> Excerpt:
+    """``ex`` with the rule of ``line`` not used: listed with ``reason``, a marker where it stood.
+
+    For a rule the reader took but the model refuses (a malformed option, an extension Linux
+    does not have): in an excerpt that line is unusable, the rest is still read.
+    """
+    rs = ex.ruleset
+    text = ""
+    tables = []
+    for t in rs.tables:
+        chains = []
+        for c in t.chains:
+            rules = []
+            for r in c.rules:
+                if r.line == line and r.module(UNSEEN_MODULE) is None:
+                    text = r.raw
+                    r = marker(c.name, f"line {line} of the excerpt could not be read ({reason})", line)
+                rules.append(r)
+            chains.append(Chain(c.name, c.policy, tuple(rules), c.line, c.counters))
+        tables.append(Table(t.name, tuple(chains), t.line))
+    if not text:
+        raise ValueError(f"no rule of the excerpt is at line {line}")
+    unusable = tuple(sorted((*ex.unusable, Unusable(line, text[:200], reason)), key=lambda u: u.line))
+    return attrs.evolve(ex, ruleset=Ruleset(rs.family, tuple(tables), rs.source), unusable=unusable, complete=False)
+
+
 def marker(chain: str, reason: str, line: int = 0) -> Rule:
     """A rule the interpreter cannot evaluate: reaching it makes the answer inconclusive."""
     return Rule(chain, (), (Match(UNSEEN_MODULE, (Option("--reason", (reason,)),)),), Target(""), line, "")
@@ -201,7 +228,8 @@ def read_excerpt(
             return Excerpt(parse(text, source=source, family=family), complete=True)
         except DumpError:
             pass
-    return _Reader(source, family, table, unusable).run(text)
+    with without_gc():
+        return _Reader(source, family, table, unusable).run(text)
 
 
 class _Reader:
@@ -253,7 +281,8 @@ class _Reader:
     def line(self, no: int, s: str) -> None:
         if _FENCE.match(s):
             return
-        cmd = _prompt(s)
+        # rules, chain and table lines are never prompts; anything else may be one
+        cmd = None if s[0] in "-:*" or _COUNTERS.match(s) else _prompt(s)
         if cmd is not None:
             m = _TABLE_OPT.search(cmd)
             self.command_table = m.group(1) if m and m.group(1) in BUILTIN_CHAINS else ("filter" if re.search(r"\s(?:-S|--list-rules)\b", cmd) else None)
@@ -346,7 +375,7 @@ class _Reader:
             counters = (int(m.group(1)), int(m.group(2)))
             body = s[m.end() :]
         if not body.startswith(("-A ", "--append ")):
-            self.skip(no, s, f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}")
+            self.skip(no, s, (f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
             return
         try:
             chain, core, matches, target, c2 = parse_rule(body)
@@ -414,12 +443,11 @@ class _Reader:
                     self.section(s_table).chain_rules(chain).append(rule)
             return
         placed: dict[str, set[str]] = {}
-        for _no, _s, rule, chain in self.headerless:
-            ev = self._possible(rule, chain)
+        possible = [self._possible(rule, chain) for _no, _s, rule, chain in self.headerless]
+        for (_no, _s, _rule, chain), ev in zip(self.headerless, possible, strict=True):
             if len(ev) == 1:
                 placed.setdefault(chain, set()).update(ev)
-        for no, s, rule, chain in self.headerless:
-            ev = self._possible(rule, chain)
+        for (no, s, rule, chain), ev in zip(self.headerless, possible, strict=True):
             if len(ev) > 1 and len(placed.get(chain, ())) == 1 and placed[chain] <= ev:
                 ev = placed[chain]  # the chain's other rules say where it is
             if len(ev) != 1:
@@ -487,6 +515,7 @@ _ANY_TABLE = frozenset(BUILTIN_CHAINS)
 _SHARED_NAMES = {"KUBE-SERVICES": frozenset({"nat", "filter"}), "DOCKER": frozenset({"nat", "filter"})}
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _chain_tables(name: str) -> frozenset[str]:
     builtin = frozenset(t for t, cs in BUILTIN_CHAINS.items() if name in cs)
     if builtin:

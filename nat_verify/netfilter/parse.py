@@ -5,17 +5,20 @@ Accepted: every table, ``# Generated/Completed`` comments, chain lines with poli
 strings with backslash escapes (as iptables prints them), ``!`` before an option (current
 spelling) or before its argument (old spelling), and kube-proxy's restore-input spelling
 (``--or-mark``, unquoted comments, 10-decimal probabilities). Options are grouped the way
-iptables groups them: core options, then one group per ``-m MODULE``, then the target.
+iptables groups them: core options, then one group per ``-m MODULE``, then the target
+(``ruleargs``, which decides the grouping once per rule shape).
 
 Anything malformed raises ``DumpError`` naming the file and line; the dump is never half
-loaded.
+loaded. Excerpts (a grep, ``iptables -S``, a paste) are read by ``excerpt`` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import ipaddress
 import re
+from collections.abc import Iterator
 
 from nat_verify import dumpformat
 from nat_verify.netfilter.ruleargs import (
@@ -76,6 +79,9 @@ def _parse_counters(text: str) -> tuple[int, int]:
     if not (inner.startswith("[") and inner.endswith("]")) or ":" not in inner:
         raise ValueError(f"expected counters '[packets:bytes]', received {text!r}")
     a, _, b = inner[1:-1].partition(":")
+    if not (a.isascii() and b.isascii() and a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20):
+        # the kernel's counters are 64-bit: more than 20 digits is not a counter
+        raise ValueError(f"expected counters '[packets:bytes]' of two 64-bit integers, received {text[:60]!r}")
     return int(a), int(b)
 
 
@@ -95,12 +101,18 @@ def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = N
         except UnicodeDecodeError as e:
             line = data[: e.start].count(b"\n") + 1
             raise DumpError(source, line, f"not text: invalid UTF-8 byte 0x{data[e.start]:02x}") from None
-    # Building 400,000 rules allocates millions of objects and no cycles; the cyclic collector
-    # would walk the growing heap again and again (a third of the time), for nothing.
+    with without_gc():
+        return _Parser(source, family).run(text.split("\n"))
+
+
+@contextlib.contextmanager
+def without_gc() -> Iterator[None]:
+    """Building 400,000 rules allocates millions of objects and no cycles; the cyclic collector
+    would walk the growing heap again and again (a third of the time), for nothing."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(source, family).run(text.split("\n"))
+        yield
     finally:
         if collecting:
             gc.enable()
@@ -194,7 +206,11 @@ class _Parser:
     def declare_chain(self, no: int, text: str) -> None:
         if self.cur is None:
             raise self.err(no, "chain line before any '*table' header")
-        parts = text.split(None, 2)
+        if text.endswith(" - [0:0]") and " " not in text[:-8]:
+            # the common user chain line, ':KUBE-SEP-... - [0:0]', without splitting
+            parts = [text[:-8], "-", "[0:0]"]
+        else:
+            parts = text.split(None, 2)
         name = parts[0] if parts else ""
         if not name:
             raise self.err(no, "chain line without a name")
@@ -239,7 +255,7 @@ class _Parser:
                 raise self.err(no, str(e)) from None
             body = text[end + 1 :].strip()
         if not body.startswith(("-A ", "--append ")):
-            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
+            raise self.err(no, (f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
         try:
             chain, core, matches, target, c2 = parse_rule(body)
         except ValueError as e:

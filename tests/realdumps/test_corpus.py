@@ -124,6 +124,47 @@ def test_packets_trace_to_the_answers_read_off_the_rules(dump_id: str, index: in
         pytest.xfail("excerpts need trace --partial (issue 8 item 6)")
     doc = _trace(e, case, partial)
     if case.get("unseen"):
-        assert any(o["verdict"] == "inconclusive" for o in doc["outcomes"]), (case["why"], doc)  # type: ignore[attr-defined]
+        reasons = [o.get("reason", "") for o in doc["outcomes"] if o["verdict"] == "inconclusive"]  # type: ignore[attr-defined]
+        assert reasons, (case["why"], doc)
+        for part in case["unseen"]:  # the answer says what it could not see
+            table = part.removesuffix(" table")
+            assert any(f"table {table} is not in the excerpt" in r or part in r for r in reasons), (part, reasons)
     else:
         assert _observed(doc) == sorted(case["outcomes"], key=str), case["why"]
+
+
+@pytest.mark.parametrize("dump_id", corpus.ids())
+def test_layout_era_inferred_from_each_dump(dump_id: str) -> None:
+    """Issue 8 item 2: the era the dump's own rules show, with its evidence lines."""
+    from nat_verify.kubeproxy.infer import infer_era
+
+    e = corpus.entry(dump_id)
+    inf = infer_era(corpus.text(e))
+    assert (inf.era.name if inf.era else None) == e["era"]["expected"], inf.describe()
+    lines = corpus.text(e).splitlines()
+    for ev in inf.evidence:
+        if ev.line and ev.text:  # the evidence points at the dump line it read
+            assert ev.text in lines[ev.line - 1], (ev, lines[ev.line - 1])
+
+
+@pytest.mark.parametrize("dump_id", [e["id"] for e in corpus.entries() if "check" in e])
+def test_check_on_reconstructed_cluster_has_only_the_known_errors(dump_id: str) -> None:
+    """Issue 8 item 9: objects read off the rules, ``check`` on the node: no false alarm.
+
+    The errors a dump does get are listed in the manifest with why each is true of that node
+    (a behaviour of its kube-proxy release, a missing security fix); any other error fails.
+    """
+    e = corpus.entry(dump_id)
+    chk = e["check"]
+    args = ["check", str(corpus.path(e)), "--cluster", str(corpus.ROOT / e["cluster"]), "--node", chk["node"], "--format", "json"]
+    if not is_complete(e):
+        args.append("--partial")
+    code, out, err = run(*args)
+    doc = json.loads(out)
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    known = chk.get("expected_errors", [])
+    for f in errors:
+        assert any(f["invariant"] == k["invariant"] and k["message"] in f["message"] for k in known), f
+    for k in known:
+        assert any(f["invariant"] == k["invariant"] and k["message"] in f["message"] for f in errors), k
+    assert code == (1 if known else 0) or (code == 3 and not known)
