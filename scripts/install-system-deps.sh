@@ -14,6 +14,7 @@ need conntrack conntrack
 need nft nftables
 need nfacct nfacct
 need ip iproute2
+need ipset ipset
 need nsenter util-linux
 need chromium chromium
 
@@ -25,7 +26,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs="iptables conntrack nftables nfacct iproute2"
+pkgs="iptables conntrack nftables nfacct iproute2 ipset"
 case "$missing" in *util-linux*) pkgs="$pkgs util-linux" ;; esac
 case "$missing" in *chromium*) pkgs="$pkgs chromium" ;; esac
 echo "install-system-deps: missing:$missing; installing $pkgs" >&2

@@ -5,7 +5,9 @@
 address on the node it enumerates every packet class (``atoms.SourceSpace``), asks the intent
 what Kubernetes allows and the interpreter what the rules do, and attributes each difference to
 an invariant (``compare``). Session affinity (NV011) needs two connections and is checked on
-its own; structure (NV014) and drift (NV015) look at the ruleset as a whole.
+its own; structure (NV014) and drift (NV015) look at the ruleset as a whole. The cluster's
+objects (NV016-NV028: selectors, Pods, EndpointSlices) are checked once per cluster
+(``check_objects``), with no ruleset involved.
 
 Statuses: ``proved`` when every packet class was checked and nothing was inconclusive; an
 outcome the model cannot decide makes the invariants it touches ``inconclusive``; ``violated``
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -25,6 +27,7 @@ from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.compare import Violation, compare, describe
 from nat_verify.check.drift import drift_findings
 from nat_verify.check.nodectx import node_context
+from nat_verify.check.objects import object_report
 from nat_verify.check.structure import structure_issues
 from nat_verify.intent import (
     Destination,
@@ -148,6 +151,8 @@ def check_ruleset(
     location: Callable[[str], str] | None = None,
     facts: NodeFacts | None = None,
     infer_config: bool = True,
+    prepared: tuple[Interpreter, SourceSpace] | None = None,
+    structure_check: bool = True,
     kube_proxy_version: str = "",
 ) -> CheckReport:
     """Every invariant of the catalogue on one node's ruleset.
@@ -155,8 +160,13 @@ def check_ruleset(
     ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
     ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``prepared``: an interpreter of ``ruleset`` on this node's context and its ``SourceSpace``,
+    from an earlier call (``check.sharing`` checks one ruleset in several calls: both cost a
+    pass over the whole dump). ``structure_check=False`` leaves out NV014's ruleset-wide
+    structure pass (for calls whose ruleset-wide results the caller drops).
     ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
     cluster's KubeProxyConfiguration, else the one the dump shows).
+    The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
     """
     family = ruleset.family
     inferred: tuple[Premise, ...] = ()
@@ -164,8 +174,8 @@ def check_ruleset(
         cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, family, facts, ruleset)
     own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
-    interp = Interpreter(ruleset, ctx)
-    space = SourceSpace(interp)
+    interp, space = prepared if prepared is not None else (Interpreter(ruleset, ctx), None)
+    space = space if space is not None else SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
     acc = _Acc(node, cluster.name, loc)
     masq_mark = cluster.proxy.masquerade_mark
@@ -208,7 +218,7 @@ def check_ruleset(
                 sticky_done.add(origin)
                 acc.touch(["NV011"], dest.service)
                 packets += _check_affinity(interp, acc, dest, node, pkt, tr, exp, timeout, loc)
-    for issue in structure_issues(ruleset, ctx):
+    for issue in structure_issues(ruleset, ctx) if structure_check else ():
         acc.touch(["NV014"], "")
         acc.finding("NV014", "", f"{issue.table}:{issue.chain}", Finding(
             "NV014", "", node, issue.message, severity=issue.severity,  # type: ignore[arg-type]
@@ -237,6 +247,12 @@ def drift_report(
             acc.inconclusive.setdefault(("NV015", f.service), f.message)
         acc.finding("NV015", f.service, f.message, f)
     return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings))
+
+
+def check_objects(cluster: Cluster) -> CheckReport:
+    """NV016-NV028 on the cluster's objects, and the loader's notes (``check.objects``)."""
+    results, findings = object_report(cluster)
+    return CheckReport(results, findings)
 
 
 def _service_location(cluster: Cluster, service: str) -> str:
@@ -300,14 +316,21 @@ def families(cluster: Cluster, node: str) -> tuple[int, ...]:
     return tuple(fams) or (4,)
 
 
-def verify_cluster(cluster: Cluster, *, progress: Progress | None = None) -> CheckReport:
-    """Compile what kube-proxy writes on every node and family, then check every invariant."""
-    report = CheckReport((), ())
+def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, objects: bool = True) -> CheckReport:
+    """Compile what kube-proxy writes on every node and family, then check every invariant;
+    ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
+    exercise the rules, not to be healthy)."""
+    report = check_objects(cluster) if objects else CheckReport((), ())
+    for node, rs in compiled_rulesets(cluster):
+        report = report.merged(
+            check_ruleset(cluster, node, rs, drift_check=False, progress=progress, infer_config=False)
+        )
+    return report
+
+
+def compiled_rulesets(cluster: Cluster) -> Iterator[tuple[str, Ruleset]]:
+    """(node, ruleset) for every node and family: the rules nat-verify compiles for it."""
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
-            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(
-                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
-            )
-    return report
+            yield n.name, parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)

@@ -154,6 +154,8 @@ def parse_json(text: str, file: str) -> tuple[Any, int]:
     except ValueError as exc:  # a number at the top level past 4,300 digits
         line = text.count("\n", 0, start) + 1
         raise KubeInputError(file, line, f"malformed JSON: {_number_message(exc)}") from None
+    except RecursionError:  # MAX_DEPTH levels from a caller already deep in its own stack
+        raise KubeInputError(file, text.count("\n", 0, start) + 1, "malformed JSON: nested too deeply") from None
     return value, text.count("\n", 0, start) + 1
 
 
@@ -174,4 +176,6 @@ def parse_json_documents(text: str, file: str) -> list[tuple[Any, int]]:
         raise KubeInputError(file, exc.line, f"malformed JSON: {exc.message}") from None
     except ValueError as exc:  # a number at the top level past 4,300 digits
         raise KubeInputError(file, decoder._line(pos), f"malformed JSON: {_number_message(exc)}") from None
+    except RecursionError:  # MAX_DEPTH levels from a caller already deep in its own stack
+        raise KubeInputError(file, decoder._line(pos), "malformed JSON: nested too deeply") from None
     return out

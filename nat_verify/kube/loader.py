@@ -32,7 +32,7 @@ from nat_verify.kube.fields import Fields
 from nat_verify.kube.node import read_node
 from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
-from nat_verify.kube.selection import selects
+from nat_verify.kube.selection import SelectionIndex
 from nat_verify.kube.service import read_service
 from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
@@ -218,6 +218,8 @@ def build_cluster(
             node = read_node(obj)
             once(kind, "", node.name, node.source)
             nodes.append(node)
+        elif kind == "Pod" and _helm_hook(obj):
+            _skip(skipped, obj, "Pod (helm.sh/hook)")
         elif kind == "Pod":
             pod = read_pod(obj)
             once(kind, pod.namespace, pod.name, pod.source)
@@ -237,27 +239,41 @@ def build_cluster(
         else:
             set_proxy(read_proxy_config(obj), obj)
 
+    index = SelectionIndex(Cluster(pods=tuple(pods)))  # selector look-ups without a scan per Service
     notes: list[LoadNote] = []
     with_slices = {(s.namespace, s.service_name) for s in slices}
+    had_slices = bool(slices)  # before synthesis adds any
+    any_slices = had_slices or bool(legacy)
     by_key = {(e.namespace, e.name): e for e in legacy}
     for svc in services:
         if (svc.namespace, svc.name) in with_slices or not _proxied(svc):
             continue
-        selected = any(p.namespace == svc.namespace and selects(svc.selector, p.labels) for p in pods)
+        selected = index.selected_pods(svc)
         found = by_key.get((svc.namespace, svc.name))
         if selected:
-            slices.extend(synthesise_slices(svc, pods, nodes))
-        elif found is not None and not (svc.selector is None and found.skip_mirror):
+            slices.extend(synthesise_slices(svc, selected, nodes))
+        elif found is not None and not (svc.selector is None and found.skip_mirror and had_slices):
+            # skip-mirror says another writer keeps the slices (the API server does for
+            # default/kubernetes); with no slice in the input at all, the Endpoints are the evidence
             slices.extend(slices_from_endpoints(found))
             notes.append(LoadNote(
-                "", svc.key,
+                "NV027", svc.key,
                 f"Service {svc.key}: no EndpointSlice in the input; its endpoints are taken from the v1 "
                 f"Endpoints {found.namespace}/{found.name}" + (
-                    " (as the EndpointSlice mirroring controller copies them)" if svc.selector is None else
-                    " (written by the Endpoints controller from the same Pods)"),
+                    " (written by the Endpoints controller from the same Pods)" if svc.selector is not None else
+                    " (they carry endpointslice.kubernetes.io/skip-mirror: their writer keeps the slice itself, "
+                    "which the input lacks)" if found.skip_mirror else
+                    " (as the EndpointSlice mirroring controller copies them)"),
                 str(found.source),
             ))  # fmt: skip
         elif svc.selector is None:
+            if not any_slices:
+                hint = (
+                    "; the input has no EndpointSlice at all (kubectl cluster-info dump leaves them out): give "
+                    "`kubectl get endpointslices -A -o yaml` too if it has endpoints"
+                )
+            else:
+                hint = " (add the EndpointSlice, or a selector, if it should have some)"
             why = (
                 f" (its Endpoints {found.namespace}/{found.name} carry endpointslice.kubernetes.io/skip-mirror, "
                 "so they are not mirrored)" if found is not None else ""
@@ -266,11 +282,11 @@ def build_cluster(
                 "NV003", svc.key,
                 f"Service {svc.key} has no selector and no EndpointSlice labelled "
                 f"kubernetes.io/service-name={svc.name}{why}: it has no endpoints, so kube-proxy rejects "
-                "its traffic (add the EndpointSlice, or a selector, if it should have some)",
+                f"its traffic{hint}",
                 str(svc.source),
             ))  # fmt: skip
         elif pods:
-            slices.extend(synthesise_slices(svc, pods, nodes))
+            slices.extend(synthesise_slices(svc, (), nodes))  # no Pod selected: the placeholder slice
 
     return Cluster(
         services=tuple(services),
@@ -306,13 +322,21 @@ def describe_skipped(s: SkippedKind) -> str:
     return f"{what}, first at {s.first}" + (f" (did you mean {s.hint}?)" if s.hint else "")
 
 
-def _skip(skipped: dict[tuple[str, str], SkippedKind], obj: RawObject) -> None:
-    kind, version = str(obj.data.get("kind", "")), str(obj.data.get("apiVersion", ""))
+def _helm_hook(obj: RawObject) -> bool:
+    """A Pod of a Helm hook (``helm test`` and the like) in rendered manifests: it runs only
+    when the hook fires, so it is not one of the Pods a Service of the release selects."""
+    meta = obj.data.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    return isinstance(notes, dict) and "helm.sh/hook" in notes and obj.data.get("status") is None
+
+
+def _skip(skipped: dict[tuple[str, str], SkippedKind], obj: RawObject, kind: str = "") -> None:
+    kind, version = kind or str(obj.data.get("kind", "")), str(obj.data.get("apiVersion", ""))
     key = (kind, version)
     if key in skipped:
         skipped[key] = attrs.evolve(skipped[key], count=skipped[key].count + 1)
         return
-    close = difflib.get_close_matches(kind, READ_KINDS, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(kind, READ_KINDS, n=1, cutoff=0.75) if kind not in READ_KINDS else []
     skipped[key] = SkippedKind(kind, version, 1, SourceRef(obj.file, obj.line), close[0] if close else "")
 
 

@@ -331,7 +331,7 @@ class LegacyEndpoints(Located):
 class LoadNote:
     """Something the loader decided that a reader of the result should know."""
 
-    invariant: str  # the invariant the note concerns ("" for none)
+    invariant: str  # the invariant the note concerns
     service: str  # "ns/name" or ""
     message: str
     location: str = ""

@@ -116,6 +116,33 @@ class IPSet:
     def by_address(self) -> bool:
         return self.dims == 1 and not self.type.startswith("list:")
 
+    def matching_networks(self) -> tuple[IPNetwork, ...]:
+        """The addresses the set matches, as disjoint CIDRs: every member minus the ``nomatch``
+        entries more specific than it, minus the members more specific than those, and so on
+        (each address is decided by the most specific entry containing it)."""
+        entries = [(n, True) for n in self.members] + [(n, False) for n in self.nomatch]
+        out: list[IPNetwork] = []
+        for version in (4, 6):
+            mine = [(n, hit) for n, hit in entries if n.version == version]
+            if not mine:
+                continue
+            bounds = sorted({int(n.network_address) for n, _ in mine} | {int(n.broadcast_address) + 1 for n, _ in mine})
+            to_ip = ipaddress.IPv4Address if version == 4 else ipaddress.IPv6Address
+            runs: list[tuple[int, int]] = []
+            for lo, hi in zip(bounds, bounds[1:], strict=False):
+                best: tuple[int, bool] | None = None
+                for n, hit in mine:
+                    if int(n.network_address) <= lo < int(n.broadcast_address) + 1 and (best is None or n.prefixlen > best[0]):
+                        best = (n.prefixlen, hit)
+                if best is not None and best[1]:
+                    if runs and runs[-1][1] == lo:
+                        runs[-1] = (runs[-1][0], hi)
+                    else:
+                        runs.append((lo, hi))
+            for lo, hi in runs:
+                out.extend(ipaddress.summarize_address_range(to_ip(lo), to_ip(hi - 1)))
+        return tuple(out)
+
     def contains(self, addr: IPAddress) -> bool:
         best: tuple[int, bool] | None = None
         for nets, hit in ((self.members, True), (self.nomatch, False)):
@@ -189,6 +216,18 @@ class NodeContext:
         if origin == "pod":
             return self.pod_iface if self.knows(POD_IFACE) else UNKNOWN + POD_IFACE
         return self.ext_iface if self.knows(EXTERNAL_IFACE) else UNKNOWN + EXTERNAL_IFACE
+
+    def reply_bridged(self, origin: str, src: IPAddress, dst: IPAddress) -> bool:
+        """Whether the reply of local pod ``dst`` to local pod ``src`` is bridged past netfilter:
+        with ``bridge-nf-call-iptables=0`` and pods on one bridge (``ifaces`` kind bridge), a
+        reply on the same L2 segment never meets conntrack, so a DNAT is not undone (the kernel:
+        the client gets the endpoint's own address back and the connection fails)."""
+        if origin != "pod" or self.bridge_nf_call is not False:
+            return False
+        name = self.pod_iface
+        if ifaces.kind(name.rstrip("+"), name.endswith("+")) not in ("bridge", "container"):
+            return False
+        return any(src in n and dst in n for n in self.local_pod_cidrs)
 
     def route(self, dst: IPAddress) -> Route:
         """The route to ``dst``: the node's own addresses by lo (the kernel's local table comes

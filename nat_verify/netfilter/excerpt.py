@@ -131,6 +131,32 @@ class Excerpt:
         }
 
 
+def refuse_line(ex: Excerpt, line: int, reason: str) -> Excerpt:
+    """``ex`` with the rule of ``line`` not used: listed with ``reason``, a marker where it stood.
+
+    For a rule the reader took but the model refuses (a malformed option, an extension Linux
+    does not have): in an excerpt that line is unusable, the rest is still read.
+    """
+    rs = ex.ruleset
+    text = ""
+    tables = []
+    for t in rs.tables:
+        chains = []
+        for c in t.chains:
+            rules = []
+            for r in c.rules:
+                if r.line == line and r.module(UNSEEN_MODULE) is None:
+                    text = r.raw
+                    r = marker(c.name, f"line {line} of the excerpt could not be read ({reason})", line)
+                rules.append(r)
+            chains.append(Chain(c.name, c.policy, tuple(rules), c.line, c.counters))
+        tables.append(Table(t.name, tuple(chains), t.line))
+    if not text:
+        raise ValueError(f"no rule of the excerpt is at line {line}")
+    unusable = tuple(sorted((*ex.unusable, Unusable(line, text[:200], reason)), key=lambda u: u.line))
+    return attrs.evolve(ex, ruleset=Ruleset(rs.family, tuple(tables), rs.source), unusable=unusable, complete=False)
+
+
 def marker(chain: str, reason: str, line: int = 0) -> Rule:
     """A rule the interpreter cannot evaluate: reaching it makes the answer inconclusive."""
     return Rule(chain, (), (Match(UNSEEN_MODULE, (Option("--reason", (reason,)),)),), Target(""), line, "")
@@ -349,7 +375,7 @@ class _Reader:
             counters = (int(m.group(1)), int(m.group(2)))
             body = s[m.end() :]
         if not body.startswith(("-A ", "--append ")):
-            self.skip(no, s, f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}")
+            self.skip(no, s, (f"only '-A' rules can be used, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
             return
         try:
             chain, core, matches, target, c2 = parse_rule(body)

@@ -785,6 +785,8 @@ def returns_through_node(packet: Packet, outcome: Outcome, ctx: NodeContext) -> 
     """
     if outcome.verdict not in ("forward", "accept"):
         return True
+    if not (outcome.masquerade or outcome.snat) and ctx.reply_bridged(packet.origin, packet.src, outcome.dst):
+        return False  # bridge-nf-call-iptables=0: the reply is bridged past conntrack
     if outcome.masquerade or outcome.snat or packet.origin in ("pod", "host"):
         return True
     if not outcome.dnat:

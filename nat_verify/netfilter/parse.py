@@ -5,10 +5,11 @@ Accepted: every table, ``# Generated/Completed`` comments, chain lines with poli
 strings with backslash escapes (as iptables prints them), ``!`` before an option (current
 spelling) or before its argument (old spelling), and kube-proxy's restore-input spelling
 (``--or-mark``, unquoted comments, 10-decimal probabilities). Options are grouped the way
-iptables groups them: core options, then one group per ``-m MODULE``, then the target.
+iptables groups them: core options, then one group per ``-m MODULE``, then the target
+(``ruleargs``, which decides the grouping once per rule shape).
 
 Anything malformed raises ``DumpError`` naming the file and line; the dump is never half
-loaded.
+loaded. Excerpts (a grep, ``iptables -S``, a paste) are read by ``excerpt`` instead.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ class _Parser:
                 raise self.err(no, str(e)) from None
             body = text[end + 1 :].strip()
         if not body.startswith(("-A ", "--append ")):
-            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
+            raise self.err(no, (f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
         try:
             chain, core, matches, target, c2 = parse_rule(body)
         except ValueError as e:

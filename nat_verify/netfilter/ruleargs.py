@@ -93,7 +93,12 @@ def _group(pos: int, implicit: str, goto: bool, slots: list[_Slot]) -> _Group:
     hi = max((s[2] for s in slots), default=pos + 1 if pos >= 0 else 0)
     hi = max(hi, pos + 1)
     key = (pos, lo, implicit, goto, tuple(slots))
-    gid = _GROUP_IDS.setdefault(key, len(_GROUP_IDS))
+    gid = _GROUP_IDS.get(key)
+    if gid is None:
+        # past the limit a group gets no id (-1) and its values are not interned
+        gid = len(_GROUP_IDS) if len(_GROUP_IDS) < _INTERN_LIMIT else -1
+        if gid >= 0:
+            _GROUP_IDS[key] = gid
     return (gid, lo, hi, pos, implicit, goto, tuple(slots))
 
 
@@ -238,20 +243,20 @@ def _options(slots: tuple[_Slot, ...], words: list[str]) -> tuple[Option, ...]:
 
 def _match(g: _Group, words: list[str]) -> Match:
     key = (g[0], *words[g[1] : g[2]])
-    m = _MATCHES.get(key)
+    m = _MATCHES.get(key) if g[0] >= 0 else None
     if m is None:
         m = Match(words[g[3]] if g[3] >= 0 else g[4], _options(g[6], words))
-        if len(_MATCHES) < _INTERN_LIMIT:
+        if g[0] >= 0 and len(_MATCHES) < _INTERN_LIMIT:
             _MATCHES[key] = m
     return m
 
 
 def _target(g: _Group, words: list[str]) -> Target:
     key = (g[0], *words[g[1] : g[2]])
-    t = _TARGETS.get(key)
+    t = _TARGETS.get(key) if g[0] >= 0 else None
     if t is None:
         t = Target(words[g[3]] if g[3] >= 0 else "", _options(g[6], words), g[5])
-        if len(_TARGETS) < _INTERN_LIMIT:
+        if g[0] >= 0 and len(_TARGETS) < _INTERN_LIMIT:
             _TARGETS[key] = t
     return t
 

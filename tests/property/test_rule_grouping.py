@@ -89,3 +89,18 @@ def test_parse_rule_equals_tokenize_then_group(words: list[str]) -> None:
     except ValueError:
         return
     assert _outcome(parse_rule, body) == _outcome(group_from_scratch, toks)
+
+
+def test_past_the_cache_limits_rules_are_the_same(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # a long-lived process (fuzzing, a server) fills the caches; past their limits nothing is
+    # remembered and every rule is grouped from scratch, to the same values
+    from nat_verify.netfilter.parse import parse
+    from tests.fuzz.seeds import dumps
+
+    text = dumps()[-1].decode()
+    expected = parse(text)
+    for name in ("_PLANS", "_GROUP_IDS", "_OPTIONS", "_MATCHES", "_TARGETS"):
+        monkeypatch.setattr(ruleargs, name, {})
+    monkeypatch.setattr(ruleargs, "_INTERN_LIMIT", 0)
+    assert parse(text) == expected
+    assert not ruleargs._PLANS and not ruleargs._GROUP_IDS and not ruleargs._MATCHES

@@ -113,3 +113,23 @@ def test_bad_facts_are_one_clear_error(dump: Path, tmp_path: Path, args: list[st
 def test_no_node_at_all_is_refused(dump: Path) -> None:
     code, out, err = run("trace", str(dump), "--src", "10.0.0.1", "--dst", "10.43.0.15:80")
     assert code == 2 and out == "" and "--interface" in err
+
+
+@pytest.mark.parametrize(
+    ("facts", "errors"),
+    [
+        (["--pod-interface", "cni0", "--sysctl", "net.bridge.bridge-nf-call-iptables=0"], True),
+        (["--pod-interface", "cni0", "--sysctl", "net.bridge.bridge-nf-call-iptables=1"], False),
+        (["--cni", "calico", "--sysctl", "net.bridge.bridge-nf-call-iptables=0"], False),  # routed: no bridge
+    ],
+)
+def test_bridge_nf_call_iptables_zero_breaks_pod_to_local_pod(dump: Path, facts: list[str], errors: bool) -> None:
+    # tests/kernel/test_bridge_nf_kernel.py: with the sysctl at 0 a pod's DNAT to another pod on
+    # the same bridge fails unless masqueraded; kube-proxy masquerades only the hairpin
+    code, out, _ = run("check", str(dump), "--cluster", WEB, "--node", "node-1", "--format", "json", *facts)
+    found = [f for f in json.loads(out)["findings"] if f["severity"] == "error"]
+    if errors:
+        assert code == 1 and found and {f["invariant"] for f in found} == {"NV010"}
+        assert all("10.42.1.7" in f["message"] and "bridged past conntrack" in f["message"] for f in found)
+    else:
+        assert code == 0 and not found

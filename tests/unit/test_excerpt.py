@@ -161,6 +161,12 @@ def test_the_table_of_a_headerless_rule_is_what_its_names_allow(rule: str, table
     assert t is not None and t.chain(chain) is not None and t.chain(chain).rules[0].raw == rule  # type: ignore[union-attr]
 
 
+def test_counters_without_a_rule_are_a_line_not_used() -> None:
+    # found by the fuzzer: '[1:2]' alone on a line was an IndexError
+    (u,) = read_excerpt("[1:2]\n-A KUBE-SEP-X -j KUBE-MARK-MASQ\n").unusable
+    assert u.line == 1 and "no rule after them" in u.reason
+
+
 def test_an_undecidable_table_is_a_line_not_used_unless_table_is_given() -> None:
     rule = "-A DOCKER -i docker0 -j RETURN\n"
     ex = read_excerpt(rule)
@@ -230,3 +236,17 @@ def test_every_published_dump_reads_with_partial(dump_id: str) -> None:
         assert f"{p}:{u['line']}: not used: " in err
     if "complete" not in e["form"]:
         assert not doc["excerpt"]["complete"]
+
+
+def test_a_rule_the_model_refuses_is_a_line_not_used_in_an_excerpt(tmp_path: Path, node1_save: str) -> None:
+    portals = '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES'
+    f = tmp_path / "bad-port.rules"
+    f.write_text(EMPTY_TABLES + node1_save.replace(portals, "-A PREROUTING -p tcp -m tcp --dport 99999 -j KUBE-SERVICES", 1))
+    n = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if "99999" in ln)
+    assert _trace(f)[0] == 2  # strictly: bad input
+    code, doc, err = _trace(f, "--partial")
+    assert code == 3
+    assert f"{f}:{n}: not used: " in err and "99999" in err
+    (out,) = doc["outcomes"]
+    assert out["verdict"] == "inconclusive" and f"line {n} of the excerpt" in out["reason"]
+    assert not doc["excerpt"]["complete"]

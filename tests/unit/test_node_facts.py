@@ -303,3 +303,20 @@ def test_node_address_missing_from_interfaces_is_kept_and_said() -> None:
     c = node_context(4, f, cluster=web_cluster(), node="node-1")
     assert ip("192.168.1.10") in c.addresses and ip("10.9.9.9") in c.addresses
     assert any(p.basis == "assumed" and "192.168.1.10" in p.value for p in c.premises)
+
+
+def test_ipset_matching_networks_follow_the_most_specific_entry() -> None:
+    from nat_verify.netfilter.context import IPSet
+
+    s = IPSet(
+        "pools", "hash:net", 4,
+        members=(net("10.244.0.0/16"), net("10.244.7.128/25"), net("192.168.0.1/32")),
+        nomatch=(net("10.244.7.0/24"),),
+    )  # fmt: skip
+    nets = s.matching_networks()
+    # every address agrees with the entry-by-entry lookup
+    for probe in ("10.244.0.1", "10.244.6.255", "10.244.7.0", "10.244.7.127", "10.244.7.128", "10.244.7.255",
+                  "10.244.8.0", "10.245.0.0", "192.168.0.1", "192.168.0.2"):  # fmt: skip
+        a = ip(probe)
+        assert any(a in n for n in nets) == s.contains(a), probe
+    assert net("10.244.7.0/25") not in nets and net("10.244.7.128/25") in nets

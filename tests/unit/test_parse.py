@@ -127,6 +127,7 @@ BAD = [
     ("table twice", "*nat\nCOMMIT\n*nat\nCOMMIT\n", 3, "appears twice"),
     ("unterminated quote", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -m comment --comment \"x -j ACCEPT\nCOMMIT\n", 3, "unterminated"),
     ("NUL", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACC\x00EPT\nCOMMIT\n", 3, "control character 0x00"),
+    ("counters alone", "*nat\n:PREROUTING ACCEPT [0:0]\n[1:2]\nCOMMIT\n", 3, "counters with no rule"),
     ("cut in a table", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j AC", 3, "no COMMIT"),
 ]  # fmt: skip
 
