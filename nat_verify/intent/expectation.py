@@ -287,13 +287,14 @@ def _external(
                 f"pod of this node ({det.describe()}) needs no masquerade: its reply returns "
                 "through this node's conntrack (kubernetes#96296, kube-proxy 1.21-1.23 keep it)",
             )
-        elif dest.address_class in ("external-ip", "lb-ip") and is_local_traffic(det, src, origin):
-            # every node's kube-proxy captures externalIPs and LB IPs in PREROUTING, so a pod of
-            # another node is translated by its own node: here it is no outside client
+        elif origin == "external" and is_local_traffic(det, src, origin):
+            # a pod of another node: no client from outside the cluster either. Whether its reply
+            # finds its way back is the return path's question (NV010): externalIPs and LB IPs
+            # are captured by its own node's kube-proxy, a NodePort on this node's address is not
             masq = _Masq(
                 None,
-                f"{src} is cluster traffic ({det.describe()}): a pod of another node reaches "
-                f"{dest.ip} through its own node's rules, and is no client from outside the cluster",
+                f"{src} is cluster traffic ({det.describe()}): a pod of another node is no client "
+                "from outside the cluster (its return path is NV010's)",
             )
         else:
             masq = _Masq(
