@@ -63,6 +63,7 @@ from nat_verify.intent.detector import (
     Detector,
     detector_for,
     is_local_traffic,
+    networks_of_family,
     node_addresses,
 )
 from nat_verify.intent.endpoints import EndpointKey, EndpointSets, usable_endpoints
@@ -165,18 +166,35 @@ def expect(
     det = detector_for(cluster, node, family)
     common = _common_invariants(svc, sets)
     own = node_addresses(cluster, node) if node_ips is None else node_ips
+    source = _Src(src, origin, own, _not_pods(cluster, sets, family))
     if dest.address_class == "cluster-ip":
-        return _cluster_ip(cluster, svc, sets, det, _Src(src, origin, own), common)
-    return _external(cluster, node, svc, dest, sets, det, _Src(src, origin, own), common)
+        return _cluster_ip(cluster, svc, sets, det, source, common)
+    return _external(cluster, node, svc, dest, sets, det, source, common)
 
 
 @attrs.frozen
 class _Src:
-    """The packet's source, where it entered, and the node's own addresses (canonical text)."""
+    """The packet's source, where it entered, the node's own addresses (canonical text), and
+    the endpoints that are no pods (outside every pod network, or a node's address)."""
 
     ip: str
     origin: str
     own: frozenset[str]
+    not_pods: frozenset[EndpointKey] = frozenset()
+
+
+def _not_pods(cluster: Cluster, sets: EndpointSets, family: int) -> frozenset[EndpointKey]:
+    """Endpoints outside the pod network (the cluster CIDRs and every Node's podCIDRs) or at a
+    node's address: the API server, hostNetwork Pods, selector-less backends."""
+    nets = networks_of_family(cluster.proxy.cluster_cidrs, family)
+    nets += tuple(n for node in cluster.nodes for n in networks_of_family(node.pod_cidrs, family))
+    hosts = {a for n in cluster.nodes for a in node_addresses(cluster, n.name)}
+    out = set()
+    for e in sets.all:
+        addr = parse_ip(e.ip)
+        if e.ip in hosts or (nets and not any(addr in n for n in nets)):
+            out.add(e.key)
+    return frozenset(out)
 
 
 def _show(ep: EndpointKey) -> str:
@@ -377,6 +395,18 @@ def _dnat(
         reasons.append(
             f"hairpin: if {src} is sent to itself the connection must be masqueraded (issue 20475)"
         )
+    if masq.value is False:
+        # "never source NAT'd" is about pods: towards anything else (the API server, a
+        # hostNetwork endpoint on another node) the CNI's own egress NAT may masquerade a pod
+        # (flannel's `-s <cluster CIDR> ! -d 224.0.0.0/4 -j MASQUERADE`, Calico natOutgoing,
+        # ip-masq-agent), and Kubernetes promises nothing about it
+        elsewhere = [ep for ep in sorted(targets) if ep in source.not_pods and ep[0] not in source.own and ep not in per_endpoint]
+        if elsewhere:
+            per_endpoint.update((ep, None) for ep in elsewhere)
+            reasons.append(
+                f"{', '.join(map(_show, elsewhere))} is no pod: the client IP is promised to pod "
+                "endpoints only (a CNI's egress NAT may masquerade traffic leaving the pod network)"
+            )
     delivered = [ep for ep in sorted(targets) if ep[0] in source.own]
     if delivered and origin != "host":
         per_endpoint.update((ep, False) for ep in delivered)
@@ -386,7 +416,10 @@ def _dnat(
             "and the reply returns through this node's conntrack"
         )
     if masq.value is False and origin == "external":
-        remote = [ep for ep in targets if not sets.is_local(ep) and ep not in per_endpoint]
+        remote = [
+            ep for ep in targets
+            if not sets.is_local(ep) and ep[0] not in source.own and per_endpoint.get(ep) is not True
+        ]  # fmt: skip
         if remote:
             invariants = invariants + ["NV010"]
             warnings.append(

@@ -94,7 +94,8 @@ def test_etp_local_pod_is_short_circuited_to_every_node() -> None:
     c = host_network(type="LoadBalancer", external_traffic_policy="Local")
     e = expect(c, "node-1", NP1, POD1, "pod")
     assert e.short_circuit and e.endpoints == {OWN, OTHER}
-    assert e.masquerade_required(OWN) is False and e.masquerade_required(OTHER) is False
+    # delivered locally: kept; the other node's address is no pod: a CNI may masquerade it
+    assert e.masquerade_required(OWN) is False and e.masquerade_required(OTHER) is None
 
 
 def test_given_node_addresses_count_as_local() -> None:
@@ -135,3 +136,29 @@ def test_verify_and_check_pass_on_node_address_endpoints(spec: str, tmp_path: Pa
     (tmp_path / "node-1.save").write_text(dump)
     code, out, _ = run("check", str(tmp_path / "node-1.save"), "--cluster", path, "--node", "node-1", "--format", "json")
     assert code == 0, [f["message"] for f in json.loads(out)["findings"]]
+
+
+def test_cni_egress_nat_towards_the_api_server_is_no_false_alarm(tmp_path: Path) -> None:
+    # qa8's real flannel workers: flannel masquerades pod traffic leaving the pod network
+    # ('-s <cluster CIDR> ! -d 224.0.0.0/4 -j MASQUERADE'), so a pod's connection to the API
+    # server (a node address, not a pod) is masqueraded; "never source NAT'd" is about pods
+    path = str(SPECS / "control-plane.yaml")
+    code, dump, _ = run("compile", path, "--node", "node-2", "--style", "save")
+    flannel = "-A POSTROUTING -s 10.42.0.0/16 ! -d 224.0.0.0/4 -j MASQUERADE"
+    lines = dump.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("-A POSTROUTING ") and "KUBE-POSTROUTING" in ln)
+    lines.insert(i + 1, flannel)
+    f = tmp_path / "node-2.save"
+    f.write_text("\n".join(lines) + "\n")
+    code, out, _ = run("check", str(f), "--cluster", path, "--node", "node-2", "--format", "json")
+    errors = [x for x in json.loads(out)["findings"] if x["severity"] == "error" and x["invariant"] != "NV015"]
+    assert code in (0, 1) and not errors, [x["message"] for x in errors]
+    # and the pod's traffic to node-2's own API server (delivered locally) still keeps its source
+    from nat_verify.intent import destinations
+    from nat_verify.kube import load_cluster
+
+    c = load_cluster([path])
+    cip = next(d for d in destinations(c, "node-2", 4) if d.address_class == "cluster-ip")
+    e = expect(c, "node-2", cip, "10.42.2.9", "pod")
+    assert e.masquerade_required(("192.168.1.11", 6443)) is False
+    assert e.masquerade_required(("192.168.1.10", 6443)) is None
