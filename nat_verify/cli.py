@@ -80,7 +80,7 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 
 
 def load_dump(path: str, family: int | None = None) -> Ruleset:
-    from nat_verify.netfilter.interpreter import validate_ruleset
+    from nat_verify.netfilter.validate import validate_ruleset
 
     ruleset = parse_file(path, family=family)
     validate_ruleset(ruleset)

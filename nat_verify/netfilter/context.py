@@ -15,6 +15,15 @@ import attrs
 from nat_verify.model.cluster import IPAddress, IPNetwork
 
 LOOPBACK4 = ipaddress.ip_network("127.0.0.0/8")
+
+# Node facts a rule's meaning may rest on; ``NodeContext.facts`` names those the user gave (or
+# that the caller vouches for). A registry entry that reads a fact not given compiles to
+# ``Unknown`` naming it (see ``registry``).
+FACT_ADDRESSES = "addresses"  # the node's own addresses (addrtype, REDIRECT)
+FACT_INTERFACES = "interfaces"  # which interface a packet arrives on or leaves by (-i/-o, physdev)
+FACT_ROUTES = "routes"  # the routes (MASQUERADE's source address)
+FACT_IPSETS = "ipsets"  # ipset members (which sets are known: ``NodeContext.ipset(name)``)
+FACTS = frozenset({FACT_ADDRESSES, FACT_INTERFACES, FACT_ROUTES, FACT_IPSETS})
 LOOPBACK6 = ipaddress.ip_network("::1/128")
 
 
@@ -47,6 +56,9 @@ class NodeContext:
     routes: tuple[Route, ...] = ()
     ipsets: tuple[tuple[str, tuple[str, ...]], ...] = ()  # name -> members (CIDRs), when known
     name: str = ""
+    # the node facts given (default: all of them, the interface names and addresses above
+    # included); an entry reading one that is missing compiles to Unknown
+    facts: frozenset[str] = attrs.field(default=FACTS, converter=frozenset)
 
     @property
     def loopback(self) -> IPNetwork:
