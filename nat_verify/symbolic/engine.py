@@ -73,7 +73,7 @@ from nat_verify.symbolic import domain
 from nat_verify.symbolic.classes import Undecided, classes
 from nat_verify.symbolic.domain import Span
 from nat_verify.symbolic.paths import outcomes, same_outcomes
-from nat_verify.symbolic.state import Space, Var, initial
+from nat_verify.symbolic.state import Var, initial
 from nat_verify.symbolic.walk import Path, TooManyPaths, Walker
 
 SPORTS: Span = ((1, 65535),)  # port 0 is no valid source port
@@ -106,12 +106,13 @@ class Z3Engine:
 
     name = "z3"
 
-    def __init__(self, ruleset: Ruleset, ctx: NodeContext, interp: Interpreter | None = None) -> None:
+    def __init__(self, ruleset: Ruleset, ctx: NodeContext, interp: Interpreter | None = None, *, solve: bool = False) -> None:
         self.ctx = ctx
+        self.solve = solve  # ask the solver even where interval sets decide a class (tests)
         self.interp = interp or Interpreter(ruleset, ctx)
         self.program: Program = self.interp.program
         self.walker = Walker(self.program)
-        self.space = Space(ctx.family)
+        self.space = self.walker.space
         # the intent's constants alone: a space over no rules at all
         self.intent = SourceSpace(Program(Ruleset(ctx.family, ()), ctx))
 
@@ -138,7 +139,8 @@ class Z3Engine:
                 continue
             for src, sport, _, region in mine:
                 try:
-                    for f in classes(self.space, paths, {"src": region, "sport": SPORTS}, {"src": int(src), "sport": sport}):
+                    prefer = {"src": int(src), "sport": sport}
+                    for f in classes(self.space, paths, {"src": region, "sport": SPORTS}, prefer, solve=self.solve):
                         found.append(self._replay(paths, f.values, f.taken, dst, dport, proto, origin))
                 except Undecided as e:
                     why.append(f"{origin} sources in {domain.describe(region, ctx.family)}: {e}")
@@ -177,12 +179,13 @@ def check_ruleset_z3(
     drift_check: bool = True,
     progress: Progress | None = None,
     location: Callable[[str], str] | None = None,
+    solve: bool = False,
 ) -> CheckReport:
     """``check.runner.check_ruleset`` with the packet classes found by Z3 (same result types;
-    results name the engine ``z3``)."""
+    results name the engine ``z3``). ``solve``: see ``classes.classes``."""
     family = ruleset.family
     ctx = node_context(cluster, node, family)
-    engine = Z3Engine(ruleset, ctx)
+    engine = Z3Engine(ruleset, ctx, solve=solve)
     interp = engine.interp
     loc = location or (lambda service: _service_location(cluster, service))
     acc = _Acc(node, cluster.name, loc)

@@ -59,7 +59,17 @@ from nat_verify.netfilter.program import Chain, CompiledRule, Program
 from nat_verify.netfilter.spec import TargetSpec
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.evaluate import conjunction, leaf_test
-from nat_verify.symbolic.state import SymState, Test, Var, equal, is_concrete, kind_of, split
+from nat_verify.symbolic.state import (
+    Space,
+    SymState,
+    Test,
+    Var,
+    equal,
+    initial,
+    is_concrete,
+    kind_of,
+    split,
+)
 
 Path = tuple[SymState, str]
 _Item = tuple[str, SymState, object]
@@ -96,6 +106,7 @@ class Walker:
     def __init__(self, program: Program, hooks: HookTable = IPTABLES, *, max_paths: int = MAX_PATHS) -> None:
         self.program = program
         self.ctx = program.ctx
+        self.space = Space(program.ctx.family)
         self.hooks = hooks
         self.max_paths = max_paths
         self._at = {(h, nat): hooks.at(h, nat=nat) for h in (PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING) for nat in (True, False)}
@@ -118,6 +129,15 @@ class Walker:
         Raises ``TooManyPaths`` past ``max_paths`` branches."""
         self._forks = 0
         return self._hooks(origin, st)
+
+    def every_packet(self, origin: str, proto: str, *, mark: object = 0, in_iface: str = "") -> list[Path]:
+        """The paths of every first packet from ``origin`` with protocol ``proto``: every source,
+        destination and their ports (``mark``: a value, or ``Var("mark")`` for any mark)."""
+        st = initial(
+            self.space, self.ctx, origin, src=Var("src"), sport=Var("sport"), dst=Var("dst"), dport=Var("dport"),
+            proto=proto, mark=mark, in_iface=in_iface,
+        )  # fmt: skip
+        return self.run(origin, st)
 
     def route(self, dst: IPAddress) -> Route:
         r = self._routes.get(dst)
