@@ -23,8 +23,7 @@ import z3
 
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.domain import Span
-from nat_verify.symbolic.state import Space
-from nat_verify.symbolic.walk import Path
+from nat_verify.symbolic.state import Constrained, Space
 
 TIMEOUT_MS = 20_000
 
@@ -35,23 +34,24 @@ class Undecided(Exception):
 
 @attrs.frozen
 class Found:
-    """One packet of a class: the variables' values and the paths it takes."""
+    """One packet of a class: the variables' values and the sets it lies in."""
 
     values: Mapping[str, int]
     taken: tuple[int, ...]
 
 
 def classes(
-    space: Space, paths: Sequence[Path], region: Mapping[str, Span], prefer: Mapping[str, int] | None = None,
+    space: Space, sets: Sequence[Constrained], region: Mapping[str, Span], prefer: Mapping[str, int] | None = None,
     *, limit: int = 10_000, timeout_ms: int = TIMEOUT_MS, solve: bool = False,
 ) -> Iterator[Found]:  # fmt: skip
-    """One packet per subset of ``paths`` that packets of ``region`` take (see the module).
+    """One packet per subset of ``sets`` (the paths' states, or any packet sets) that packets of
+    ``region`` lie in (see the module).
     ``prefer``: values to try first (a readable counterexample). Raises ``Undecided``.
 
     A region that every path either covers or misses by its interval sets alone is one class
     (exact set inclusion, no query); ``solve`` asks the solver all the same (tests)."""
-    live = [i for i, (st, _) in enumerate(paths) if _meets(st.doms, region)]
-    if not solve and all(not paths[i][0].extras and _covers(paths[i][0].doms, region) for i in live):
+    live = [i for i, c in enumerate(sets) if _meets(c.doms, region)]
+    if not solve and all(not sets[i].extras and _covers(sets[i].doms, region) for i in live):
         # every path that meets the region covers it: its packets all take the same paths
         values = {v: domain.pick(region[v], [x]) if v in region else x for v, x in (prefer or {}).items()}
         values.update({v: domain.pick(span) for v, span in region.items() if v not in values})
@@ -64,7 +64,7 @@ def classes(
         s.add(domain.to_z3(vs[var], span))
     flags = [z3.Bool(f"path_{i}") for i in live]
     for b, i in zip(flags, live, strict=True):
-        s.add(b == paths[i][0].guard())
+        s.add(b == sets[i].guard())
     assumptions = [vs[v] == x for v, x in (prefer or {}).items() if v not in region or domain.contains(region[v], x)]
     for _ in range(limit):
         r = s.check(*assumptions)

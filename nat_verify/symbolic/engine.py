@@ -109,7 +109,8 @@ class Z3Engine:
     def __init__(self, ruleset: Ruleset, ctx: NodeContext, interp: Interpreter | None = None, *, solve: bool = False) -> None:
         self.ctx = ctx
         self.solve = solve  # ask the solver even where interval sets decide a class (tests)
-        self.interp = interp or Interpreter(ruleset, ctx)
+        # each class is traced once: chain summaries would cost more than they save
+        self.interp = interp or Interpreter(ruleset, ctx, memo=False)
         self.program: Program = self.interp.program
         self.walker = Walker(self.program)
         self.space = self.walker.space
@@ -140,7 +141,7 @@ class Z3Engine:
             for src, sport, _, region in mine:
                 try:
                     prefer = {"src": int(src), "sport": sport}
-                    for f in classes(self.space, paths, {"src": region, "sport": SPORTS}, prefer, solve=self.solve):
+                    for f in classes(self.space, [st for st, _ in paths], {"src": region, "sport": SPORTS}, prefer, solve=self.solve):
                         found.append(self._replay(paths, f.values, f.taken, dst, dport, proto, origin))
                 except Undecided as e:
                     why.append(f"{origin} sources in {domain.describe(region, ctx.family)}: {e}")

@@ -102,19 +102,49 @@ def holds(value: object, var: Var) -> bool:
     return isinstance(value, Var) and value.name == var.name
 
 
-class SymState:
+class Constrained:
+    """A set of packets: per constrained variable its values (``doms``), and further Z3
+    formulas (``extras``)."""
+
+    __slots__ = ("space", "doms", "extras")
+
+    space: Space
+    doms: dict[str, Span]  # per constrained variable, the values still possible
+    extras: tuple[z3.BoolRef, ...]  # further constraints
+
+    def __init__(self, space: Space, doms: dict[str, Span], extras: tuple[z3.BoolRef, ...] = ()) -> None:
+        self.space, self.doms, self.extras = space, doms, extras
+
+    def dom(self, var: str) -> Span:
+        d = self.doms.get(var)
+        return self.space.full(var) if d is None else d
+
+    def formulas(self) -> list[z3.BoolRef]:
+        vs = self.space.vars
+        return [domain.to_z3(vs[v], d) for v, d in sorted(self.doms.items())] + list(self.extras)
+
+    def feasible(self) -> bool:
+        if not self.extras:
+            return all(self.doms.values())
+        return self.space.sat(self.formulas())
+
+    def guard(self) -> z3.BoolRef:
+        """The packets of the set, as one formula."""
+        fs = self.formulas()
+        if not fs:
+            return z3.BoolVal(True)
+        return fs[0] if len(fs) == 1 else z3.And(fs)
+
+
+class SymState(Constrained):
     """One branch of a symbolic walk (copied when it forks)."""
 
     __slots__ = (
-        "space", "doms", "extras",
         "src", "sport", "dst", "dport", "proto", "mark", "ctmark", "in_iface", "out_iface",
         "prob", "path", "dnat", "snat_done", "masq", "untracked", "recent", "recent_set",
         "orig_src", "orig_dst", "orig_sport", "orig_dport", "reject_with", "reason", "route",
     )  # fmt: skip
 
-    space: Space
-    doms: dict[str, Span]  # per constrained variable, the values still possible
-    extras: tuple[z3.BoolRef, ...]  # further constraints
     src: object
     sport: object
     dst: object
@@ -144,7 +174,7 @@ class SymState:
 
     def copy(self) -> SymState:
         n = SymState.__new__(SymState)
-        for k in SymState.__slots__:
+        for k in _SLOTS:
             setattr(n, k, getattr(self, k))
         return n
 
@@ -156,10 +186,6 @@ class SymState:
     def write(self, field: str, value: object) -> None:
         """What a target's effect calls (``PacketState.write``)."""
         setattr(self, field, value)
-
-    def dom(self, var: str) -> Span:
-        d = self.doms.get(var)
-        return self.space.full(var) if d is None else d
 
     def refined(self, var: str, span: Span) -> SymState | None:
         """This state with ``var`` in ``span`` too (None when no value is left)."""
@@ -185,24 +211,31 @@ class SymState:
         n.extras = (*self.extras, formula)
         return n if n.feasible() else None
 
-    def formulas(self) -> list[z3.BoolRef]:
-        vs = self.space.vars
-        return [domain.to_z3(vs[v], d) for v, d in sorted(self.doms.items())] + list(self.extras)
-
-    def feasible(self) -> bool:
-        if not self.extras:
-            return all(self.doms.values())
-        return self.space.sat(self.formulas())
-
-    def guard(self) -> z3.BoolRef:
-        """The packets this state stands for, as one formula."""
-        fs = self.formulas()
-        if not fs:
-            return z3.BoolVal(True)
-        return fs[0] if len(fs) == 1 else z3.And(fs)
-
     def value_term(self, field: str) -> z3.BitVecRef:
         return self.space.term(getattr(self, field), kind_of(field))
+
+
+_SLOTS = (*Constrained.__slots__, *SymState.__slots__)
+
+
+def conjoin(c: Constrained, tests: list[Test]) -> Constrained | None:
+    """The packets of ``c`` for which every test holds (None: certainly none); not checked
+    for feasibility beyond the interval sets."""
+    doms = dict(c.doms)
+    extras = list(c.extras)
+    for t in tests:
+        if t is True:
+            continue
+        if t is False:
+            return None
+        if isinstance(t, In):
+            d = domain.intersect(doms.get(t.var, c.space.full(t.var)), t.span)
+            if not d:
+                return None
+            doms[t.var] = d
+        else:
+            extras.append(t)
+    return Constrained(c.space, doms, tuple(extras))
 
 
 @attrs.frozen
@@ -238,7 +271,7 @@ def split(st: SymState, test: Test) -> tuple[SymState | None, SymState | None]:
     return st.constrained(simple), st.constrained(z3.Not(simple))
 
 
-def equal(st: SymState, a: object, b: object, kind: str) -> Test:
+def equal(st: Constrained, a: object, b: object, kind: str) -> Test:
     """The test ``a == b`` for two field values."""
     if is_concrete(a) and is_concrete(b):
         return a == b

@@ -57,6 +57,7 @@ from nat_verify.netfilter.interpreter import ACCEPT, DROP, INCONCLUSIVE, MAX_DEP
 from nat_verify.netfilter.predicate import AddrIn, Unknown
 from nat_verify.netfilter.program import Chain, CompiledRule, Program
 from nat_verify.netfilter.spec import TargetSpec
+from nat_verify.netfilter.state import RecentState
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.evaluate import conjunction, leaf_test
 from nat_verify.symbolic.state import (
@@ -78,6 +79,14 @@ MAX_PATHS = 200_000
 
 class TooManyPaths(Exception):
     """The walk would fork into more than ``max_paths`` branches."""
+
+
+def recent_lists(recent: RecentState | None) -> dict[str, tuple[tuple[IPAddress, float], ...]]:
+    """The interpreter's ``RecentState`` as the walk reads it: per list, (address, age)."""
+    out: dict[str, list[tuple[IPAddress, float]]] = {}
+    for (name, text), age in (recent.entries if recent else ()):
+        out.setdefault(name, []).append((ipaddress.ip_address(text), age))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 class _Env:
@@ -130,9 +139,13 @@ class Walker:
         self._forks = 0
         return self._hooks(origin, st)
 
-    def every_packet(self, origin: str, proto: str, *, mark: object = 0, in_iface: str = "") -> list[Path]:
+    def every_packet(
+        self, origin: str, proto: str, *, mark: object = 0, in_iface: str = "", recent: RecentState | None = None,
+    ) -> list[Path]:  # fmt: skip
         """The paths of every first packet from ``origin`` with protocol ``proto``: every source,
-        destination and their ports (``mark``: a value, or ``Var("mark")`` for any mark)."""
+        destination and their ports (``mark``: a value, or ``Var("mark")`` for any mark;
+        ``recent``: the xt_recent lists before the packet, as the interpreter takes them)."""
+        self.space.recent_lists = recent_lists(recent)
         st = initial(
             self.space, self.ctx, origin, src=Var("src"), sport=Var("sport"), dst=Var("dst"), dport=Var("dport"),
             proto=proto, mark=mark, in_iface=in_iface,

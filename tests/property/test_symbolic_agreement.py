@@ -16,7 +16,7 @@ from nat_verify import strategies as nvst
 from nat_verify.check.nodectx import node_context
 from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster
-from nat_verify.netfilter.interpreter import Interpreter
+from nat_verify.netfilter.interpreter import Interpreter, RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.symbolic.paths import outcomes, same_outcomes
 from nat_verify.symbolic.walk import Walker
@@ -39,3 +39,9 @@ def test_symbolic_paths_give_the_interpreters_outcomes(cluster: Cluster, data: s
             walks[key] = walker.every_packet(p.origin, p.proto)
         traced = interp.trace(p).outcomes
         assert same_outcomes(outcomes(p, walks[key]), traced), p
+        # the next connection of a client remembered by xt_recent (session affinity)
+        for o in traced[:2]:
+            if o.recent_set:
+                recent = RecentState.of({k: age for k, age in zip(o.recent_set, (1.0, 20000.0), strict=False)})
+                paths = walker.every_packet(p.origin, p.proto, recent=recent)
+                assert same_outcomes(outcomes(p, paths), interp.trace(p, recent).outcomes), (p, recent)
