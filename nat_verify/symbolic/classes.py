@@ -51,20 +51,28 @@ def classes(
     A region that every path either covers or misses by its interval sets alone is one class
     (exact set inclusion, no query); ``solve`` asks the solver all the same (tests)."""
     live = [i for i, c in enumerate(sets) if _meets(c.doms, region)]
-    if not solve and all(not sets[i].extras and _covers(sets[i].doms, region) for i in live):
-        # every path that meets the region covers it: its packets all take the same paths
+    # a set that covers the region is taken by all its packets: only the others need a flag
+    always = [] if solve else [i for i in live if not sets[i].extras and _covers(sets[i].doms, region)]
+    partial = [i for i in live if i not in set(always)]
+    if not partial:
         values = {v: domain.pick(region[v], [x]) if v in region else x for v, x in (prefer or {}).items()}
         values.update({v: domain.pick(span) for v, span in region.items() if v not in values})
-        yield Found(values, tuple(live))
+        yield Found(values, tuple(always))
         return
     vs = space.vars
     s = z3.Solver()
     s.set("timeout", timeout_ms)
     for var, span in region.items():
-        s.add(domain.to_z3(vs[var], span))
-    flags = [z3.Bool(f"path_{i}") for i in live]
-    for b, i in zip(flags, live, strict=True):
-        s.add(b == sets[i].guard())
+        s.add(space.member(var, span))
+    # one flag per distinct set (the branches of a random choice share theirs, and so do two
+    # walks of rulesets that agree)
+    by_key: dict[tuple[object, ...], list[int]] = {}
+    for i in partial:
+        by_key.setdefault(_key(sets[i]), []).append(i)
+    groups = list(by_key.values())
+    flags = [z3.Bool(f"set_{g[0]}") for g in groups]
+    for b, g in zip(flags, groups, strict=True):
+        s.add(b == _within(space, sets[g[0]], region))
     assumptions = [vs[v] == x for v, x in (prefer or {}).items() if v not in region or domain.contains(region[v], x)]
     for _ in range(limit):
         r = s.check(*assumptions)
@@ -78,11 +86,29 @@ def classes(
         assumptions = []
         m = s.model()
         values = {v: m.eval(t, model_completion=True).as_long() for v, t in vs.items()}
-        taken = tuple(i for b, i in zip(flags, live, strict=True) if z3.is_true(m.eval(b, model_completion=True)))
-        yield Found(values, taken)
-        chosen = set(taken)
-        s.add(z3.Or([b != (i in chosen) for b, i in zip(flags, live, strict=True)]) if flags else z3.BoolVal(False))
+        inside = [z3.is_true(m.eval(b, model_completion=True)) for b in flags]
+        taken = [*always, *(i for g, x in zip(groups, inside, strict=True) if x for i in g)]
+        yield Found(values, tuple(sorted(taken)))
+        s.add(domain.any_of([_not(b) if x else b for b, x in zip(flags, inside, strict=True)]))
     raise Undecided(f"more than {limit} classes")
+
+
+def _key(c: Constrained) -> tuple[object, ...]:
+    return (tuple(sorted(c.doms.items())), tuple(e.get_id() for e in c.extras))
+
+
+def _not(b: z3.BoolRef) -> z3.BoolRef:
+    return z3.BoolRef(z3.Z3_mk_not(b.ctx.ref(), b.as_ast()), b.ctx)
+
+
+def _within(space: Space, c: Constrained, region: Mapping[str, Span]) -> z3.BoolRef:
+    """``c``'s formula where the region holds: only the variables it narrows further."""
+    # (the region is asserted beside it: a set's own, usually short, interval list is enough)
+    parts = [space.member(v, d) for v, d in sorted(c.doms.items()) if v not in region or not domain.subset(region[v], d)]
+    parts += c.extras
+    if not parts:
+        return z3.BoolVal(True)
+    return parts[0] if len(parts) == 1 else z3.And(parts)
 
 
 def _meets(doms: Mapping[str, Span], region: Mapping[str, Span]) -> bool:

@@ -127,23 +127,67 @@ def pick(a: Span, prefer: Iterable[int] = ()) -> int:
 
 
 def to_z3(var: z3.BitVecRef, a: Span) -> z3.BoolRef:
-    """``var`` lies in ``a``."""
+    """``var`` lies in ``a`` (built through Z3's C API: these formulas are the solver's bulk
+    and the Python API's argument coercion costs more than the solver)."""
     bits = var.size()
-    if a == full(bits):
+    top = (1 << bits) - 1
+    if a == ((0, top),):
         return z3.BoolVal(True)
     parts: list[z3.BoolRef] = []
     for lo, hi in a:
         if lo == hi:
-            parts.append(var == lo)
+            parts.append(_eq(var, lo))
         elif lo == 0:
-            parts.append(z3.ULE(var, hi))
-        elif hi == (1 << bits) - 1:
-            parts.append(z3.UGE(var, lo))
+            parts.append(_ule(var, hi, upper=True))
+        elif hi == top:
+            parts.append(_ule(var, lo, upper=False))
         else:
-            parts.append(z3.And(z3.UGE(var, lo), z3.ULE(var, hi)))
+            parts.append(_all([_ule(var, lo, upper=False), _ule(var, hi, upper=True)]))
     if not parts:
         return z3.BoolVal(False)
-    return parts[0] if len(parts) == 1 else z3.Or(parts)
+    return parts[0] if len(parts) == 1 else _any(parts)
+
+
+def _value(var: z3.BitVecRef, n: int) -> z3.BitVecRef:
+    return z3.BitVecVal(n, var.size(), var.ctx)
+
+
+def _eq(var: z3.BitVecRef, n: int) -> z3.BoolRef:
+    ctx = var.ctx
+    v = _value(var, n)
+    return z3.BoolRef(z3.Z3_mk_eq(ctx.ref(), var.as_ast(), v.as_ast()), ctx)
+
+
+def _ule(var: z3.BitVecRef, n: int, *, upper: bool) -> z3.BoolRef:
+    """``var <= n`` (``upper``) or ``n <= var``, unsigned."""
+    ctx = var.ctx
+    v = _value(var, n)
+    a, b = (var, v) if upper else (v, var)
+    return z3.BoolRef(z3.Z3_mk_bvule(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+
+
+def _array(parts: list[z3.BoolRef]) -> z3.Ast:
+    arr = (z3.Ast * len(parts))()
+    for i, p in enumerate(parts):
+        arr[i] = p.as_ast()
+    return arr
+
+
+def any_of(parts: list[z3.BoolRef]) -> z3.BoolRef:
+    """``Or(parts)`` (false when empty), through the C API."""
+    if not parts:
+        return z3.BoolVal(False)
+    return _any(parts)
+
+
+def _any(parts: list[z3.BoolRef]) -> z3.BoolRef:
+    ctx = parts[0].ctx
+    return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(parts), _array(parts)), ctx)
+
+
+def _all(parts: list[z3.BoolRef]) -> z3.BoolRef:
+    ctx = parts[0].ctx
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(parts), _array(parts)), ctx)
 
 
 def describe(a: Span, family: int) -> str:

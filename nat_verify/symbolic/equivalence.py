@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+import z3
 
 from nat_verify.check.equivalence import Difference, _signature
 from nat_verify.model.packet import Packet
@@ -52,17 +53,29 @@ def _key(st: SymState, verdict: str) -> tuple[object, ...]:
     return (verdict, st.masq, st.reject_with, st.reason if verdict == "INCONCLUSIVE" else "")
 
 
+def _template(st: SymState, verdict: str) -> tuple[object, ...]:
+    # an outcome as a value: concrete fields, packet variables, or a term's id
+    def v(x: object) -> object:
+        return ("term", x.get_id()) if isinstance(x, z3.ExprRef) else x
+
+    return (_key(st, verdict), v(st.dst), v(st.dport), v(st.src), v(st.sport))
+
+
 def coincidences(paths: list[Path]) -> list[Constrained]:
-    """For every two paths whose outcomes may be equal or not depending on the packet, the
-    packets for which they are."""
+    """For every two outcomes that may be equal or not depending on the packet, the packets
+    for which they are (outcomes written alike are compared once)."""
+    distinct: dict[tuple[object, ...], SymState] = {}
+    for st, verdict in paths:
+        distinct.setdefault(_template(st, verdict), st)
     out: list[Constrained] = []
-    for i, (a, va) in enumerate(paths):
-        for b, vb in paths[i + 1 :]:
-            if _key(a, va) != _key(b, vb):
+    items = list(distinct.items())
+    for i, (ka, a) in enumerate(items):
+        for kb, b in items[i + 1 :]:
+            if ka[0] != kb[0]:
                 continue
             tests = [equal(a, getattr(a, f), getattr(b, f), "addr" if f in ("src", "dst") else "port")
                      for f in ("dst", "dport", "src", "sport")]  # fmt: skip
-            if all(t is True for t in tests) or any(t is False for t in tests):
+            if any(t is False for t in tests):
                 continue
             c = conjoin(Constrained(a.space, {}), tests)
             if c is not None:
@@ -74,7 +87,8 @@ def equivalent(
     a: Ruleset, b: Ruleset, ctx: NodeContext, *, progress: Progress | None = None, solve: bool = False,
 ) -> SymbolicEquivalence:  # fmt: skip
     """The first packet on which ``a`` and ``b`` differ, or None when no packet does."""
-    ia, ib = Interpreter(a, ctx), Interpreter(b, ctx)
+    # each class is traced once: no chain summaries
+    ia, ib = Interpreter(a, ctx, memo=False), Interpreter(b, ctx, memo=False)
     wa, wb = Walker(ia.program), Walker(ib.program)
     wb.space = wa.space  # one set of variables for both walks
     n = undecided = 0
@@ -91,7 +105,7 @@ def equivalent(
             reasons.append("a slice of packets forks into too many paths")
             continue
         if progress:
-            progress(f"{w.proto} {w.origin}")
+            progress(f"{w.origin}")
         found, diff = _compare(w, ia, ib, solve, bugs)
         n += found[0]
         undecided += found[1]
@@ -115,7 +129,8 @@ def _compare(
             n += 1
             src = space.concrete("src", f.values["src"])
             dst = space.concrete("dst", f.values["dst"])
-            pkt = Packet(src=src, dst=dst, dport=f.values["dport"], sport=f.values["sport"], proto=w.proto, origin=w.origin)  # type: ignore[arg-type]
+            proto = space.concrete("proto", f.values["proto"])
+            pkt = Packet(src=src, dst=dst, dport=f.values["dport"], sport=f.values["sport"], proto=proto, origin=w.origin)  # type: ignore[arg-type]
             ta, tb = ia.trace(pkt), ib.trace(pkt)
             for side, paths, tr in (("a", pa, ta), ("b", pb, tb)):
                 if not same_outcomes(outcomes(pkt, paths, f.values), tr.outcomes):

@@ -20,8 +20,10 @@ predicate language's docstring says:
   address is on a list is decided by comparing it with each address the walk added or
   removed, newest first, then with the initial entries (``recent_hits``).
 
-``ProtoIs``, ``IfaceIs`` and ``CtStateIn`` read fields the walk always knows (the protocol,
-interface names and conntrack flags are concrete on every branch).
+* ``ProtoIs(n)``: the ``proto`` variable (protocol numbers) is ``n``.
+
+``IfaceIs`` and ``CtStateIn`` read fields the walk always knows (interface names and
+conntrack flags are concrete on every branch).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from nat_verify.netfilter.predicate import (
     Not,
     PortIn,
     Pred,
+    ProtoIs,
     Recent,
     Unknown,
     Verdict,
@@ -82,6 +85,8 @@ def leaf_test(p: Pred, st: SymState) -> Verdict | Test:
             return _any([z3.And(z3.ULE(lo, t), z3.ULE(t, hi)) for lo, hi in p.ranges])
         t = st.space.term(value, "mark")
         return (t & p.mask) == p.value
+    if isinstance(p, ProtoIs) and isinstance(st.proto, Var):
+        return In("proto", domain.point(p.number))
     for f in reads(p):
         if not is_concrete(getattr(st, f, None)):
             raise AssertionError(f"{type(p).__name__} on a field the walk does not know: {f}")

@@ -17,6 +17,7 @@ import z3
 from nat_verify.model.outcome import Outcome, Trace
 from nat_verify.model.packet import Packet
 from nat_verify.netfilter.interpreter import _collect
+from nat_verify.netfilter.predicate import PROTO_NUMBERS
 from nat_verify.netfilter.state import PacketState
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.state import VALUE_FIELDS, Space, SymState, Var, address, kind_of
@@ -27,7 +28,10 @@ Assignment = Mapping[str, int]
 
 def assignment_of(packet: Packet) -> dict[str, int]:
     """The packet variables' values for a packet."""
-    return {"src": int(packet.src), "sport": packet.sport, "dst": int(packet.dst), "dport": packet.dport, "mark": packet.mark}
+    return {
+        "src": int(packet.src), "sport": packet.sport, "dst": int(packet.dst), "dport": packet.dport, "mark": packet.mark,
+        "proto": PROTO_NUMBERS.get(packet.proto, 0),
+    }  # fmt: skip
 
 
 def _substitution(space: Space, a: Assignment) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
@@ -61,7 +65,7 @@ def concrete_state(st: SymState, a: Assignment) -> PacketState:
     sp = st.space
     for f in VALUE_FIELDS:
         setattr(ps, f, value(sp, getattr(st, f), kind_of(f), a))
-    ps.proto, ps.in_iface, ps.out_iface = st.proto, st.in_iface, st.out_iface
+    ps.in_iface, ps.out_iface = st.in_iface, st.out_iface
     ps.prob, ps.path = st.prob, st.path
     ps.dnat, ps.snat_done, ps.masq, ps.untracked = st.dnat, st.snat_done, st.masq, st.untracked
     ps.reject_with, ps.reason = st.reject_with, st.reason

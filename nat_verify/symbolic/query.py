@@ -130,7 +130,7 @@ def service_slices(dests: Sequence[tuple[IPAddress, int]]) -> tuple[Slice, ...]:
 
 def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
     """The answer to ``q`` over every packet it is about (see the module)."""
-    interp = Interpreter(ruleset, ctx)
+    interp = Interpreter(ruleset, ctx, memo=False)  # each witness is traced once
     walker = Walker(interp.program)
     space = walker.space
     witnesses: list[Witness] = []
@@ -179,7 +179,7 @@ def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
             continue
         if found is None:
             continue
-        pkt = _packet(space, found, w.proto, w.origin)
+        pkt = _packet(space, found, w.origin)
         tr = interp.trace(pkt)
         if not any(q.holds(o) for o in tr.outcomes):
             bugs.append(f"the witness {pkt} does not replay: the interpreter gives {[o.destination for o in tr.outcomes]}")
@@ -240,8 +240,9 @@ def witness(space: Space, sets: Sequence[Constrained], region: dict[str, Span]) 
 _NICE: dict[str, tuple[int, ...]] = {"sport": (40000,), "src": tuple(int(ipaddress.ip_address(a)) for a in ("203.0.113.2", "198.51.100.2", "192.0.2.2"))}
 
 
-def _packet(space: Space, values: dict[str, int], proto: str, origin: str) -> Packet:
+def _packet(space: Space, values: dict[str, int], origin: str) -> Packet:
     return Packet(
         src=space.concrete("src", values["src"]), dst=space.concrete("dst", values["dst"]),  # type: ignore[arg-type]
-        dport=values["dport"], sport=values["sport"], proto=proto, origin=origin,  # type: ignore[arg-type]
+        dport=values["dport"], sport=values["sport"], proto=space.concrete("proto", values["proto"]),  # type: ignore[arg-type]
+        origin=origin,  # type: ignore[arg-type]
     )

@@ -25,17 +25,18 @@ import z3
 from nat_verify.model.cluster import IPAddress
 from nat_verify.model.outcome import Step
 from nat_verify.netfilter.context import NodeContext, Route
+from nat_verify.netfilter.predicate import PROTO_NAMES
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.domain import Span
 
 ADDR_VARS = ("src", "dst")
 PORT_VARS = ("sport", "dport")
-VARS = ("src", "sport", "dst", "dport", "mark")
+VARS = ("src", "sport", "dst", "dport", "mark", "proto")
 ADDR_FIELDS = frozenset({"src", "dst", "orig_src", "orig_dst"})
 PORT_FIELDS = frozenset({"sport", "dport", "orig_sport", "orig_dport"})
 MARK_FIELDS = frozenset({"mark", "ctmark"})
 # the fields that may hold a packet variable (or a term of one)
-VALUE_FIELDS = ("src", "sport", "dst", "dport", "orig_src", "orig_dst", "orig_sport", "orig_dport", "mark", "ctmark")
+VALUE_FIELDS = ("src", "sport", "dst", "dport", "orig_src", "orig_dst", "orig_sport", "orig_dport", "mark", "ctmark", "proto")
 
 
 @attrs.frozen
@@ -56,14 +57,26 @@ class Space:
         self.vars: dict[str, z3.BitVecRef] = {
             "src": z3.BitVec("src", w), "dst": z3.BitVec("dst", w),
             "sport": z3.BitVec("sport", 16), "dport": z3.BitVec("dport", 16), "mark": z3.BitVec("mark", 32),
+            "proto": z3.BitVec("proto", 8),
         }  # fmt: skip
         self.solver = z3.Solver()
         self.checks = 0
         # xt_recent lists before the packet: name -> (address, age in seconds)
         self.recent_lists: dict[str, tuple[tuple[IPAddress, float], ...]] = {}
+        self._members: dict[tuple[str, Span], z3.BoolRef] = {}
+
+    def member(self, var: str, span: Span) -> z3.BoolRef:
+        """``var`` lies in ``span`` (formulas are remembered: walks repeat their sets)."""
+        key = (var, span)
+        f = self._members.get(key)
+        if f is None:
+            f = domain.to_z3(self.vars[var], span)
+            if len(self._members) < 1 << 16:
+                self._members[key] = f
+        return f
 
     def bits(self, var: str) -> int:
-        return self.addr_bits if var in ADDR_VARS else 32 if var == "mark" else 16
+        return self.addr_bits if var in ADDR_VARS else {"mark": 32, "proto": 8}.get(var, 16)
 
     def full(self, var: str) -> Span:
         return domain.full(self.bits(var))
@@ -78,6 +91,8 @@ class Space:
         return z3.BitVecVal(int(value), bits)  # type: ignore[call-overload]
 
     def concrete(self, var: str, value: int) -> object:
+        if var == "proto":
+            return PROTO_NAMES[value]  # a walk's protocols are named ones (PROTOCOLS)
         return address(value, self.family) if var in ADDR_VARS else value
 
     def sat(self, formulas: list[z3.BoolRef]) -> bool:
@@ -120,8 +135,7 @@ class Constrained:
         return self.space.full(var) if d is None else d
 
     def formulas(self) -> list[z3.BoolRef]:
-        vs = self.space.vars
-        return [domain.to_z3(vs[v], d) for v, d in sorted(self.doms.items())] + list(self.extras)
+        return [self.space.member(v, d) for v, d in sorted(self.doms.items())] + list(self.extras)
 
     def feasible(self) -> bool:
         if not self.extras:
@@ -149,7 +163,7 @@ class SymState(Constrained):
     sport: object
     dst: object
     dport: object
-    proto: str
+    proto: object  # a name, or Var("proto") (values: protocol numbers)
     mark: object
     ctmark: object
     in_iface: str
@@ -286,7 +300,7 @@ def equal(st: Constrained, a: object, b: object, kind: str) -> Test:
 
 def initial(
     space: Space, ctx: NodeContext, origin: str, *, src: object, sport: object, dst: object, dport: object,
-    proto: str, mark: object = 0, in_iface: str = "", recent: tuple[tuple[str, str, object], ...] = (),
+    proto: object, mark: object = 0, in_iface: str = "", recent: tuple[tuple[str, str, object], ...] = (),
 ) -> SymState:  # fmt: skip
     """The state of a first packet entering at ``origin`` (fields: values or ``Var``)."""
     st = SymState.__new__(SymState)
