@@ -85,8 +85,9 @@ def exact_destinations(programs: Iterable[Program], ctx: NodeContext) -> list[in
     out = {int(a) for a in ctx.addresses if a.version == ctx.family}
     for p in programs:
         for ch in p.chains.values():
-            if ch.by_dst is not None:
-                out.update(int(k) for k in ch.by_dst if k.version == ctx.family)
+            index = getattr(ch, "by_dst", None)
+            if index is not None:
+                out.update(int(k) for k in index if k.version == ctx.family)
     lo = _nets(ctx, (ctx.loopback,))
     bad = martians(ctx.family)
     return sorted(a for a in out if not domain.contains(lo, a) and not domain.contains(bad, a))

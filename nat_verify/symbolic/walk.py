@@ -308,8 +308,9 @@ class Walker:
         """The rules from ``start`` on that a packet of ``s`` can meet (the chain's destination
         index, applied to the destination's value or to its interval set)."""
         dst = s.dst
-        if ch.by_dst is None or not (is_concrete(dst) or isinstance(dst, Var)):
-            return iter(range(start, len(ch.raw)))
+        by_dst = getattr(ch, "by_dst", None)  # (a chain without an index: every rule)
+        if by_dst is None or not (is_concrete(dst) or isinstance(dst, Var)):
+            return iter(range(start, len(ch.rules)))
         if is_concrete(dst):
             cand = ch.candidates(dst)  # type: ignore[arg-type]
         else:
@@ -317,8 +318,8 @@ class Walker:
             key = (ch.key, dom)
             cand = self._candidates.get(key)
             if cand is None:
-                keys = [k for k in ch.by_dst if domain.contains(dom, int(k))]
-                cand = sorted([i for k in keys for i in ch.by_dst[k]] + ch.any_dst)
+                keys = [k for k in by_dst if domain.contains(dom, int(k))]
+                cand = sorted([i for k in keys for i in by_dst[k]] + ch.any_dst)
                 if len(self._candidates) < 4096:
                     self._candidates[key] = cand
         assert cand is not None
