@@ -133,10 +133,8 @@ class Interpreter:
         st = PacketState.__new__(PacketState)
         st.src, st.sport, st.dst, st.dport = packet.src, packet.sport, packet.dst, packet.dport
         st.proto, st.mark, st.ctmark = packet.proto, packet.mark, 0
-        if packet.in_iface:
-            st.in_iface = packet.in_iface
-        else:
-            st.in_iface = {"external": self.ctx.ext_iface, "pod": self.ctx.pod_iface, "host": ""}[packet.origin]
+        # the interface as far as the node's facts tell it ("?<fact>" when not known)
+        st.in_iface = packet.in_iface or self.ctx.in_iface(packet.origin)
         st.out_iface = ""
         st.prob = Fraction(1)
         st.path = ()
@@ -446,6 +444,8 @@ def returns_through_node(packet: Packet, outcome: Outcome, ctx: NodeContext) -> 
     """
     if outcome.verdict not in ("forward", "accept"):
         return True
+    if not (outcome.masquerade or outcome.snat) and ctx.reply_bridged(packet.origin, packet.src, outcome.dst):
+        return False  # bridge-nf-call-iptables=0: the reply is bridged past conntrack
     if outcome.masquerade or outcome.snat or packet.origin in ("pod", "host"):
         return True
     if not outcome.dnat:

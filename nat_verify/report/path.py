@@ -53,9 +53,17 @@ def parse_step(text: str, line: int = 0) -> Step:
     return Step(table, chain, 0 if rule == "policy" else int(rule), line=line)
 
 
-def steps_from_json(path: Sequence[str], lines: Sequence[int] = ()) -> tuple[Step, ...]:
-    """Steps from a report's ``path`` / ``lines`` arrays (lines may be missing)."""
-    return tuple(parse_step(text, lines[i] if i < len(lines) else 0) for i, text in enumerate(path))
+def steps_from_json(
+    path: Sequence[str], lines: Sequence[int] = (), targets: Sequence[str] = ()
+) -> tuple[Step, ...]:
+    """Steps from a report's ``path`` / ``lines`` / ``targets`` arrays (the last two optional)."""
+    out = []
+    for i, text in enumerate(path):
+        step = parse_step(text, lines[i] if i < len(lines) else 0)
+        if i < len(targets) and targets[i]:
+            step = attrs.evolve(step, target=str(targets[i]))
+        out.append(step)
+    return tuple(out)
 
 
 @attrs.frozen

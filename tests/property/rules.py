@@ -67,12 +67,11 @@ TARGET_CHOICES = ("ACCEPT", "DROP", "RETURN", "REJECT", "DNAT", "SNAT", "MASQUER
                   "CONNMARK", "NOTRACK", "CT", "LOG", "NFLOG")  # fmt: skip
 
 
-def context(*, facts: frozenset[str] | None = None) -> NodeContext:
-    """The node every drawn ruleset runs on (with the ipset's members known)."""
-    kw = {} if facts is None else {"facts": facts}
+def context() -> NodeContext:
+    """The node every drawn ruleset runs on (every fact known, the ipset's members too)."""
     return NodeContext(
         family=4, addresses=(NODE,), pod_cidrs=(POD_CIDR,), local_pod_cidrs=(LOCAL_PODS,),
-        ipsets=((IPSET, IPSET_MEMBERS),), name="node-1", **kw,  # type: ignore[arg-type]
+        ipsets=((IPSET, IPSET_MEMBERS),), name="node-1",
     )  # fmt: skip
 
 
