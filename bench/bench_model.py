@@ -50,16 +50,18 @@ from nat_verify.netfilter.saveform import to_save_form  # noqa: E402
 def child_parse(path: str) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.perf_counter()
+    cpu = time.process_time()
     rs = parse_file(path)
     dt = time.perf_counter() - t
+    cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"{dt:.3f} {peak} {before} {rs.rule_count()}")
+    print(f"{dt:.3f} {cpu:.3f} {peak} {before} {rs.rule_count()}")
 
 
-def measure_parse(path: str) -> tuple[float, float, float]:
+def measure_parse(path: str) -> tuple[float, float, float, float]:
     out = subprocess.run([sys.executable, __file__, "--child-parse", path], capture_output=True, text=True, check=True)
-    dt, peak, before, _rules = out.stdout.split()
-    return float(dt), int(peak) / 1024, int(before) / 1024  # seconds, MiB peak, MiB at start
+    dt, cpu, peak, before, _rules = out.stdout.split()
+    return float(dt), float(cpu), int(peak) / 1024, int(before) / 1024  # wall s, CPU s, MiB peak, MiB at start
 
 
 def packets(cluster: Cluster, node: str, n: int, seed: int = 7) -> list[Packet]:
@@ -115,8 +117,8 @@ def run(services: int, endpoints: int, n_packets: int, check: bool) -> None:
     try:
         lines = save.count("\n")
         print(f"\n{services:,} services x {endpoints} endpoints: {lines:,} lines, {len(save) / 1e6:.1f} MB (compile {t_compile:.2f} s)")
-        dt, peak, base = measure_parse(path)
-        print(f"  parse: {dt:.2f} s, peak RSS of the parsing process {peak:.0f} MiB")
+        dt, cpu, peak, base = measure_parse(path)
+        print(f"  parse: {dt:.2f} s ({cpu:.2f} s CPU, load average {os.getloadavg()[0]:.1f}), peak RSS of the parsing process {peak:.0f} MiB")
         rs: Ruleset = parse_file(path)
         ctx = node_context(cluster, node, 4)
         t = time.perf_counter()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import attrs
 import click
 
 from nat_verify.model.cluster import Cluster
@@ -22,6 +23,7 @@ from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.parse import DumpError, parse_file
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,13 +48,15 @@ def guarded(fn: F) -> F:
 
     from nat_verify.kube.errors import KubeInputError
     from nat_verify.kubeproxy.errors import CompileError
+    from nat_verify.node.errors import FactError
     from nat_verify.report.document import ReportInputError
+    from nat_verify.report.files import OutputError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError) as e:
+        except (DumpError, KubeInputError, CompileError, ReportInputError, InputError, OutputError, FactError) as e:
             fail(str(e))
         except Exception as e:  # the oracle's own refusals (no kernel, restore refused)
             if type(e).__name__ in ("KernelUnavailable", "OracleUnsupported", "RestoreError"):
@@ -82,9 +86,87 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 def load_dump(path: str, family: int | None = None) -> Ruleset:
     from nat_verify.netfilter.validate import validate_ruleset
 
-    ruleset = parse_file(path, family=family)
+    try:
+        ruleset = parse_file(path, family=family)
+    except DumpError as e:
+        raise _suggest_partial(path, e) from None
     validate_ruleset(ruleset)
     return ruleset
+
+
+# -- partial dumps (--partial, --table) ---------------------------------------------------------
+
+
+def _suggest_partial(path: str, e: DumpError) -> DumpError:
+    """The strict reader's error, with a hint when the file reads like a pasted excerpt."""
+    from nat_verify.netfilter.excerpt import looks_like_excerpt
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return e
+    if not looks_like_excerpt(head):
+        return e
+    return DumpError(e.file, e.line, f"{e.message} (this looks like an excerpt of a dump: --partial reads excerpts)")
+
+
+def partial_options(fn: F) -> F:
+    """``--partial`` and ``--table`` for the commands that read excerpts (trace, check, diff)."""
+    fn = click.option(
+        "--table", "table", type=click.Choice(["raw", "mangle", "nat", "filter", "security"]),
+        help="with --partial: the table of rules that have no '*table' header",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--partial", is_flag=True,
+        help="read an excerpt (a grep, iptables -S, a paste with prompts or quote marks): what it does not "
+        "show makes answers inconclusive, results are at most 'holds'",
+    )(fn)  # fmt: skip
+    return fn
+
+
+def load_rules(path: str, family: int | None, partial: bool, table: str | None) -> tuple[Ruleset, Any]:
+    """The ruleset of DUMP, strictly or (``--partial``) as an excerpt; the ``Excerpt`` or None.
+
+    With ``--partial`` every line that could not be used, and what the excerpt does not show,
+    is listed on stderr.
+    """
+    if not partial:
+        if table is not None:
+            raise InputError("--table", "--table is for excerpts: give --partial too")
+        return load_dump(path, family), None
+    from nat_verify.netfilter.excerpt import read_excerpt, refuse_line
+    from nat_verify.netfilter.interpreter import validate_ruleset
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise DumpError(path, 0, f"cannot read: {e.strerror}") from None
+    ex = read_excerpt(data, source=path, family=family, table=table)
+    # a rule the model refuses (a bad option value, an extension Linux lacks) is one more line
+    # not used, not the end of the excerpt (bounded: each round removes one rule)
+    for _ in range(10_000):
+        try:
+            validate_ruleset(ex.ruleset)
+            break
+        except DumpError as e:
+            try:
+                ex = refuse_line(ex, e.line, e.message)
+            except ValueError:
+                raise e from None
+    else:
+        validate_ruleset(ex.ruleset)
+    for note in ex.notes():
+        click.echo(f"nat-verify: {note}", err=True)
+    return ex.ruleset, ex
+
+
+def at_most_holds(results: Sequence[Any]) -> list[Any]:
+    """Results read from an excerpt: what it does not show could break a proof."""
+    import attrs
+
+    return [attrs.evolve(r, status="holds") if r.status == "proved" else r for r in results]
 
 
 def require_node(cluster: Cluster, node: str) -> None:
@@ -94,23 +176,75 @@ def require_node(cluster: Cluster, node: str) -> None:
 
 
 def context_from_options(
-    cluster: Cluster | None, node: str | None, node_ips: Sequence[str], pod_cidrs: Sequence[str], family: int
+    cluster: Cluster | None,
+    node: str | None,
+    node_ips: Sequence[str],
+    pod_cidrs: Sequence[str],
+    family: int,
+    facts: NodeFacts | None = None,
+    ruleset: Ruleset | None = None,
 ) -> NodeContext:
-    if cluster is not None:
-        from nat_verify.check.nodectx import node_context
+    """The node the packets run on: the cluster's Node ``node``, or the addresses given, with
+    every node fact of the options (``node_fact_options``)."""
+    from nat_verify.node.build import node_context as build_context
 
+    facts = facts or NodeFacts()
+    if cluster is not None:
         if not node:
             raise InputError("--node", "--cluster needs --node NAME")
         require_node(cluster, node)
-        return node_context(cluster, node, family)
-    if not node_ips:
-        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR]")
+        return build_context(family, facts, cluster=cluster, node=node, ruleset=ruleset)
+    if not node_ips and not facts.interfaces:
+        raise InputError("", "say which node: --cluster PATH --node NAME, or --node-ip IP (repeatable) [--pod-cidr CIDR], or --interface NAME=CIDR / --ip-addr FILE")
     try:
         addrs = tuple(ipaddress.ip_address(a) for a in node_ips)
         nets = tuple(ipaddress.ip_network(c, strict=False) for c in pod_cidrs)
     except ValueError as e:
         raise InputError("--node-ip/--pod-cidr", str(e)) from None
-    return NodeContext(family=family, addresses=addrs, pod_cidrs=nets, local_pod_cidrs=nets, name=node or "")
+    facts = attrs.evolve(facts, node_ips=addrs, pod_cidrs=nets)
+    return attrs.evolve(build_context(family, facts, ruleset=ruleset), name=node or "")
+
+
+def node_fact_options(fn: F) -> F:
+    """The node-fact options of trace, check, diff and oracle, gathered into ``facts``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nat_verify.node.facts import gather
+
+        kwargs["facts"] = gather(
+            interfaces=kwargs.pop("interfaces"), ip_addr=kwargs.pop("ip_addr"),
+            pod_interfaces=kwargs.pop("pod_interfaces"), cni=kwargs.pop("cni") or "",
+            ip_route=kwargs.pop("ip_route"), ipset=kwargs.pop("ipset_files"), sysctls=kwargs.pop("sysctls"),
+        )  # fmt: skip
+        return fn(*args, **kwargs)
+
+    options = [
+        click.option("--interface", "interfaces", multiple=True, metavar="NAME=CIDR[,CIDR]", help="an interface of the node and its addresses (repeatable)"),
+        click.option("--ip-addr", "ip_addr", multiple=True, metavar="FILE", help="the node's interfaces: the output of `ip -j addr`"),
+        click.option("--pod-interface", "pod_interfaces", multiple=True, metavar="NAME", help="the interface pods' packets arrive on (NAME, or PREFIX+ such as cali+)"),
+        click.option("--cni", metavar="NAME", help="the pod interface by a CNI plugin's convention (flannel, calico, cilium, weave, ...)"),
+        click.option("--ip-route", "ip_route", multiple=True, metavar="FILE", help="the node's routes: the output of `ip -j route`"),
+        click.option("--ipset", "ipset_files", multiple=True, metavar="FILE", help="the node's ipsets: the output of `ipset save`"),
+        click.option("--sysctl", "sysctls", multiple=True, metavar="KEY=VALUE", help="net.ipv4.conf.all.route_localnet, net.bridge.bridge-nf-call-iptables (repeatable)"),
+    ]  # fmt: skip
+    out: Any = wrapper
+    for opt in reversed(options):
+        out = opt(out)
+    return out
+
+
+def premises_json(ctx: NodeContext) -> list[dict[str, str]]:
+    """What a model answer rests on that the user did not give (``"assumptions"`` in JSON)."""
+    return [{"node": ctx.name, **p.to_json()} if ctx.name else p.to_json() for p in ctx.assumptions]
+
+
+def echo_assumptions(items: Sequence[dict[str, str]], *, err: bool = False) -> None:
+    from nat_verify.report.text import assumption_lines
+
+    for line in assumption_lines(items):
+        click.echo(line, err=err)
 
 
 def make_packet(
@@ -180,7 +314,9 @@ def dump_family(path: str, src: str | None) -> int | None:
 @click.option("--kernel", is_flag=True, help="answer from the real kernel (a throwaway network namespace) instead of the model")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="list every rule of every outcome with its dump line")
+@partial_options
 @guarded
+@node_fact_options
 def trace(
     dump: str,
     cluster_path: tuple[str, ...],
@@ -195,13 +331,22 @@ def trace(
     kernel: bool,
     fmt: str,
     verbose: bool,
+    facts: NodeFacts,
+    partial: bool = False,
+    table: str | None = None,
 ) -> None:
-    """Run packets through a node's rules: every outcome, its probability and its rule path."""
+    """Run packets through a node's rules: every outcome, its probability and its rule path.
+
+    Every default the answer rests on (a node fact not given) is listed after it, on stderr
+    (``"assumptions"`` in JSON)."""
     if not packets_file and not (src and dst):
         raise InputError("", "give --src and --dst, or --packets FILE.jsonl")
-    ruleset = load_dump(dump, dump_family(dump, src))
+    if partial and kernel:
+        raise InputError("--kernel", "the kernel cannot load an excerpt: --kernel and --partial exclude each other")
+    ruleset, excerpt = load_rules(dump, dump_family(dump, src), partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
+    premises = [] if kernel else premises_json(ctx)
     if packets_file:
         packets: Sequence[Packet] | Iterator[Packet] = read_packets(packets_file, ctx, proto)
     else:
@@ -220,7 +365,14 @@ def trace(
         if tr.inconclusive:
             code = EXIT_INCONCLUSIVE
         if fmt == "json":
-            click.echo(json.dumps(tr.to_json(), separators=(",", ":") if packets_file else None))
+            doc = tr.to_json()
+            if excerpt is not None:
+                doc["partial"] = True
+                if not packets_file:
+                    doc["excerpt"] = excerpt.to_json()
+            if premises:
+                doc["assumptions"] = premises
+            click.echo(json.dumps(doc, separators=(",", ":") if packets_file else None))
         else:
             from nat_verify.report.text import render_trace_text, want_color
 
@@ -228,58 +380,104 @@ def trace(
                 render_trace_text(tr, verbose=verbose, color=want_color(sys.stdout), source_lines=source_lines),
                 nl=False,
             )
+    if fmt == "text":
+        echo_assumptions(premises, err=True)  # stdout keeps one line per outcome
     sys.exit(code)
+
+
+# -- kube-proxy version (layout era) ----------------------------------------------------------
+
+
+def kube_proxy_version_option(fn: F) -> F:
+    """``--kube-proxy-version X.Y``: the kube-proxy release whose rule layout to use (docs/eras.md)."""
+    return click.option(
+        "--kube-proxy-version", "kube_proxy_version", default="", metavar="X.Y",
+        help="the kube-proxy release that wrote the rules (1.16 or later); default: the cluster's "
+             "KubeProxyConfiguration, else the layout the dump shows (check) or the newest (compile)",
+    )(fn)  # fmt: skip
+
+
+def checked_version(version: str) -> Any:
+    """The layout era of ``version`` (None for ""), or exit 2 naming the option."""
+    if not version:
+        return None
+    from nat_verify.kubeproxy.eras import UnknownVersion, era_for_version
+
+    try:
+        return era_for_version(version)
+    except UnknownVersion as e:
+        raise InputError("--kube-proxy-version", str(e)) from None
 
 
 # -- verify / check -----------------------------------------------------------------------------
 
 
-def _progress(enabled: bool) -> Any:
-    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _verify_size(clusters: Sequence[Cluster]) -> int:
+    """How many (Service, node, family) checks ``verify`` will run: the progress bar's total."""
+    from nat_verify.check import families
+    from nat_verify.intent import destinations
 
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+    return sum(
+        len({d.service for d in destinations(c, n.name, fam)})
+        for c in clusters for n in c.nodes for fam in families(c, n.name)
     )  # fmt: skip
 
 
-def _emit(report: dict[str, Any], fmt: str, output: str | None) -> None:
-    from nat_verify.report import render
-    from nat_verify.report.text import render_text, want_color
+def _emit(report: dict[str, Any], fmt: str, output: str | None, reports: Sequence[str] = ()) -> None:
+    """The report on stdout (or ``-o FILE``) in ``fmt``, and in every ``--report FILE``."""
+    import os
 
-    if fmt == "json":
-        text = json.dumps(report, indent=2) + "\n"
-    elif fmt == "text":
-        text = render_text(report, color=output is None and want_color(sys.stdout))
+    from nat_verify.report import render
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import render_text, terminal_width, want_color
+
+    to_stdout = output in (None, "-")
+    root = os.getcwd()  # SARIF locations are relative to where the command runs
+    if fmt == "text":
+        tty = to_stdout and want_color(sys.stdout)
+        text = render_text(report, color=tty, width=terminal_width(sys.stdout) if to_stdout else 80)
     else:
-        text = render(report, fmt)
-    if output:
-        _write_atomically(output, text)
-    else:
+        text = render(report, fmt, root=root)
+    files = [(path, render(report, format_of(path), root=root)) for path in reports]
+    if not to_stdout:
+        assert output is not None
+        files.insert(0, (output, text))
+    write_all(files)
+    if to_stdout:
         click.echo(text, nl=not text.endswith("\n"))
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write all or nothing: a half-written report is worse than none."""
-    import os
-    import tempfile
+def _check_outputs(output: str | None, reports: Sequence[str]) -> None:
+    """Refuse unknown report extensions and missing directories before any work is done."""
+    from nat_verify.report.files import check_writable, format_of
 
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(path, f"cannot write: {e.strerror}") from None
+    for path in reports:
+        format_of(path)
+        check_writable(path)
+    if output not in (None, "-"):
+        assert output is not None
+        check_writable(output)
+
+
+def _inputs(clusters: Sequence[Cluster]) -> list[str]:
+    """Refuse clusters without a Service (exit 2); say on stderr which objects were skipped."""
+    from nat_verify.kube.loader import describe_skipped, require_services
+
+    out = []
+    for c in clusters:
+        require_services(c)
+        for s in c.skipped:
+            line = f"{c.name or c.source.file}: skipped {describe_skipped(s)}"
+            click.echo(f"nat-verify: note: {line}", err=True)
+            out.append(line)
+    return out
 
 
 REPORT_FORMATS = ["text", "json", "md", "html", "sarif", "junit"]
+REPORT_HELP = (
+    "also write the report to FILE, in the format its extension names: .html, .md, .sarif, "
+    ".xml (JUnit), .json, .txt (repeatable)"
+)
 
 
 @main.command()
@@ -287,75 +485,221 @@ REPORT_FORMATS = ["text", "json", "md", "html", "sarif", "junit"]
 @click.option("--random", "random_n", default=0, show_default=True, help="also verify N clusters generated by Hypothesis")
 @click.option("--seed", default=0, show_default=True, help="seed for --random")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
-@click.option("-o", "--output", help="write the report to this file instead of stdout")
+@click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
 @guarded
-def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None) -> None:
+def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None, reports: tuple[str, ...]) -> None:
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
     from nat_verify.check import CheckReport, verify_cluster
     from nat_verify.kube.loader import load_clusters
+    from nat_verify.progress import Progress
     from nat_verify.report import build_report
+    from nat_verify.report.evidence import verify_evidence
 
+    _check_outputs(output, reports)
     clusters = load_clusters(list(paths) or ["specs"])
+    skipped = _inputs(clusters)
+    loaded = len(clusters)
     if random_n:
         from nat_verify.strategies import sample_clusters
 
         clusters += sample_clusters(random_n, seed=seed)
     total = CheckReport((), ())
-    bar = _progress(True)
-    if bar is not None:
-        with bar:
-            task = bar.add_task("verifying", total=len(clusters))
-            for c in clusters:
-                bar.update(task, description=f"verifying {c.name}")
-                total = total.merged(verify_cluster(c, progress=lambda _d: bar.refresh()))
-                bar.advance(task)
-    else:
-        for c in clusters:
-            total = total.merged(verify_cluster(c))
+    parts: list[CheckReport] = []
+    with Progress() as bar:
+        task = bar.task("verifying", _verify_size(clusters), "Services")
+        step = bar.services(task)
+        for i, c in enumerate(clusters):
+            task.description = f"verifying {c.name}"
+            # generated clusters' Pods exercise the rules, not the objects: rules only
+            parts.append(verify_cluster(c, progress=step, objects=i < loaded))
+            total = total.merged(parts[-1])
+    findings: list[Any] = []
+    shares: list[Any] = []
+    for c, part in zip(clusters, parts, strict=True):
+        # rule text, outcomes and endpoint shares, from the rules verify checked
+        annotated, found = verify_evidence(c, part.findings)
+        findings += annotated
+        shares += found
     report = build_report(
-        total.results, total.findings, command="verify", clusters=[c.name for c in clusters],
-        meta={"packets": total.packets},
+        total.results, findings, command="verify", clusters=[c.name for c in clusters],
+        meta={"packets": total.packets, **({"skipped": skipped} if skipped else {})}, shares=shares,
+        assumptions=total.assumptions_json(),
     )  # fmt: skip
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
 @main.command()
-@click.argument("dump", type=click.Path(dir_okay=False))
+@click.argument("dump", type=click.Path())
 @click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
-@click.option("--node", required=True, help="the node the dump was taken on")
+@click.option("--node", help="the node the dump was taken on (required for one dump; not with a directory)")
 @click.option("--format", "fmt", default="text", type=click.Choice(REPORT_FORMATS), show_default=True)
-@click.option("-o", "--output", help="write the report to this file instead of stdout")
+@click.option("-o", "--output", help="write the report to this file instead of stdout ('-': stdout)")
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@click.option("--kernel-probes", default=0, show_default=True, type=click.IntRange(0, 100_000),
+              help="also send each Service's ClusterIP packet N times through the kernel (root): "
+                   "the report charts the observed shares beside the model's")  # fmt: skip
+@click.option("--manifest", help="DUMP is a directory: the file mapping nodes to dumps (default: DIR/manifest.json or .yaml, else file names)")
+@click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
+              help="DUMP is a directory: where the per-node work runs")  # fmt: skip
+@click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
+@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
+@partial_options
+@kube_proxy_version_option
 @guarded
-def check(dump: str, cluster_path: tuple[str, ...], node: str, fmt: str, output: str | None) -> None:
-    """A real node's iptables-save dump against the cluster's objects."""
-    from nat_verify.check import check_ruleset
+@node_fact_options
+def check(
+    dump: str, cluster_path: tuple[str, ...], node: str | None, fmt: str, output: str | None, reports: tuple[str, ...],
+    kernel_probes: int, manifest: str | None, executor: str, scheduler: str | None, workers: int, facts: NodeFacts,
+    partial: bool = False, table: str | None = None, kube_proxy_version: str = "",
+) -> None:  # fmt: skip
+    """A real node's iptables-save dump against the cluster's objects; or DUMP a directory of
+    dumps, one per node (named after the node, or mapped by a manifest), checked as a fleet.
+
+    Without a KubeProxyConfiguration, kube-proxy's settings are read back from the dump's
+    rules; what was inferred and what assumed is listed with the results."""
+    from nat_verify.check import check_objects
+    from nat_verify.check.nodectx import node_context
+    from nat_verify.node.proxyconfig import with_inferred_config
+    from nat_verify.report import build_report
+    from nat_verify.report.evidence import service_shares, with_evidence
+
+    _check_outputs(output, reports)
+    checked_version(kube_proxy_version)
+    if Path(dump).is_dir():
+        if node:
+            raise InputError("--node", "DUMP is a directory of node dumps: the node of each comes from its file name or the manifest")
+        if partial:
+            raise InputError("--partial", "excerpts are read one at a time: give one dump file with --node")
+        if kube_proxy_version:
+            raise InputError("--kube-proxy-version", "DUMP is a directory: each node's layout is read from its own dump "
+                             "(pin one for all with the KubeProxyConfiguration's annotation nat-verify.io/kube-proxy-version)")
+        _check_fleet(dump, cluster_path, fmt, output, reports, manifest, executor, scheduler, workers)
+    if manifest or scheduler or executor != "local":
+        raise InputError("--manifest/--executor/--scheduler", "only with DUMP a directory of node dumps")
+    if not node:
+        raise InputError("--node", "say which node the dump was taken on: --node NAME")
+    ruleset, excerpt = load_rules(dump, None, partial, table)
+    cluster = load_cluster(cluster_path)
+    skipped = _inputs([cluster])
+    require_node(cluster, node)
+    # an excerpt shows a few rules: what it lacks is not drift
+    if excerpt is not None:
+        click.echo("nat-verify: NV015 (drift) is not checked on an excerpt: rules it does not show are not missing", err=True)
+    rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts,
+                               kube_proxy_version=kube_proxy_version)
+    rep = rep.merged(check_objects(cluster))  # NV016-NV028: the cluster's objects, no rules
+    results = rep.results if excerpt is None else at_most_holds(rep.results)
+    effective, _ = with_inferred_config(cluster, node, ruleset)
+    interp = Interpreter(ruleset, node_context(effective, node, ruleset.family, facts, ruleset))
+    lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+    shares = service_shares(effective, node, interp)
+    if kernel_probes:
+        from nat_verify.oracle import kernel_available
+        from nat_verify.report.evidence import kernel_shares
+
+        reason = kernel_available()
+        if reason is not None:
+            raise InputError("--kernel-probes", f"the kernel oracle is unavailable here: {reason}")
+        shares = kernel_shares(ruleset, interp.ctx, shares, kernel_probes, source=dump)
+    meta: dict[str, Any] = {"dump": dump, "node": node, "packets": rep.packets}
+    if skipped:
+        meta["skipped"] = skipped
+    if excerpt is not None:
+        meta.update(partial=True, excerpt=excerpt.to_json())
+    report = build_report(
+        results, with_evidence(rep.findings, interp, lines), command="check",
+        clusters=[cluster.name or ",".join(cluster_path)],
+        meta=meta,
+        shares=shares, assumptions=rep.assumptions_json(),
+    )  # fmt: skip
+    _emit(report, fmt, output, reports)
+    sys.exit(report["summary"]["exit_code"])
+
+
+def _check_with_progress(
+    cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None,
+    kube_proxy_version: str = "",
+) -> Any:
+    """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
+    same report as checking each on its own), with progress per Service on stderr."""
+    from nat_verify.check.sharing import check_shared
+    from nat_verify.intent import destinations
+    from nat_verify.progress import Progress
+
+    with Progress() as bar:
+        total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        task = bar.task(f"checking {node}", total, "Services")
+        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts,
+                            kube_proxy_version=kube_proxy_version)
+
+
+def _check_fleet(
+    directory: str, cluster_path: tuple[str, ...], fmt: str, output: str | None, reports: tuple[str, ...],
+    manifest: str | None, executor_name: str, scheduler: str | None, workers: int,
+) -> NoReturn:  # fmt: skip
+    """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
+    from nat_verify.check import check_objects
+    from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
+    from nat_verify.fleet.executors import ExecutorUnavailable
+    from nat_verify.progress import Progress
     from nat_verify.report import build_report
 
-    ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path)
-    require_node(cluster, node)
-    rep = check_ruleset(cluster, node, ruleset)
+    _inputs([cluster])
+    try:
+        fleet = load_fleet(directory, cluster, manifest)
+        import os
+
+        n_workers = workers or (os.cpu_count() or 1 if executor_name == "dask" else 1)
+        ex = make_executor(executor_name, scheduler, n_workers)
+        with Progress() as bar:
+            task = bar.task(f"checking {len(fleet.nodes)} nodes ({ex.name})", len(fleet.nodes), "nodes")
+            res = check_fleet(cluster, fleet, ex, progress=task.advance)
+    except (FleetInputError, ExecutorUnavailable) as e:
+        raise InputError("", str(e)) from None
+    total = res.merged().merged(check_objects(cluster))  # the objects once, not per node
+    group_of = res.group_of
+    per_node = {
+        n.node: {
+            "dumps": list(n.dumps), "group": group_of[n.node],
+            "violated": sum(r.status == "violated" for r in n.report.results),
+            "inconclusive": sum(r.status == "inconclusive" for r in n.report.results),
+            "proved": sum(r.status == "proved" for r in n.report.results),
+        }
+        for n in res.nodes
+    }  # fmt: skip
     report = build_report(
-        rep.results, rep.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
-        meta={"dump": dump, "node": node, "packets": rep.packets},
+        total.results, total.findings, command="check", clusters=[cluster.name or ",".join(cluster_path)],
+        meta={"dump": directory, "nodes": per_node, "groups": [list(g) for g in res.groups],
+              "nodes_without_dump": list(res.missing), "executor": ex.name, "packets": total.packets},
     )  # fmt: skip
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, reports)
     sys.exit(report["summary"]["exit_code"])
 
 
 # -- compile ----------------------------------------------------------------------------------
 
 
+NFT_STYLES = ("batch", "text", "json")
+
+
 @main.command("compile")
 @click.argument("path", nargs=-1, required=True, type=click.Path())
 @click.option("--node", required=True, help="the node to compile for")
 @click.option("--family", default="ipv4", type=click.Choice(["ipv4", "ipv6"]), show_default=True)
-@click.option("--style", default="restore", type=click.Choice(["restore", "save"]), show_default=True,
-              help="restore: as kube-proxy writes it; save: as iptables-save prints it")  # fmt: skip
+@click.option("--mode", type=click.Choice(["iptables", "nftables"]),
+              help="kube-proxy's mode (default: the KubeProxyConfiguration's mode, else iptables)")  # fmt: skip
+@click.option("--style", type=click.Choice(["restore", "save", *NFT_STYLES]),
+              help="iptables: restore (as kube-proxy writes it, the default) or save (as iptables-save prints it); "
+                   "nftables: batch (as kube-proxy writes it, the default), text (as nft list prints it) or json (nft -j list)")  # fmt: skip
+@kube_proxy_version_option
 @guarded
-def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> None:
-    """The rules kube-proxy (iptables mode) writes on NODE for the cluster in PATH."""
+def compile_cmd(
+    path: tuple[str, ...], node: str, family: str, mode: str | None, style: str | None, kube_proxy_version: str = ""
+) -> None:
+    """The rules kube-proxy writes on NODE for the cluster in PATH."""
     from nat_verify.kubeproxy import compile_node
     from nat_verify.netfilter.parse import parse
     from nat_verify.netfilter.render import render
@@ -364,11 +708,35 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
     cluster = load_cluster(path)
     require_node(cluster, node)
     fam = 6 if family == "ipv6" else 4
-    text = compile_node(cluster, node, fam)
+    mode = mode or cluster.proxy.mode
+    if mode not in ("iptables", "nftables"):
+        fail(f"{cluster.proxy.source}: kube-proxy mode {mode!r} is not modelled (iptables and nftables are)")
+    if mode == "nftables":
+        if kube_proxy_version:
+            fail("--kube-proxy-version picks a layout of kube-proxy's iptables rules; it does not apply with --mode nftables")
+        if style in ("restore", "save"):
+            fail(f"--style {style} is an iptables form; with --mode nftables use one of {', '.join(NFT_STYLES)}")
+        click.echo(compile_nftables(cluster, node, fam, style or "batch"), nl=False)
+        return
+    if style in NFT_STYLES:
+        fail(f"--style {style} is an nftables form: give --mode nftables (the cluster's mode is {cluster.proxy.mode})")
+    text = compile_node(cluster, node, fam, era=checked_version(kube_proxy_version))
     if style == "save":
         tool = "ip6tables-save" if fam == 6 else "iptables-save"
         text = render(to_save_form(parse(text, source="<compiled>", family=fam)), header=f"Generated by nat-verify as {tool} prints it")
     click.echo(text, nl=False)
+
+
+def compile_nftables(cluster: Cluster, node: str, family: int, style: str) -> str:
+    """kube-proxy's nftables transaction, as it writes it or as nft lists it once loaded."""
+    from nat_verify.kubeproxy.nftables import compile_node_nft
+    from nat_verify.nftables import parse_ruleset, render_json, render_listing
+
+    text = compile_node_nft(cluster, node, family)
+    if style == "batch":
+        return text
+    ruleset = parse_ruleset(text, source="<compiled>")
+    return render_listing(ruleset) if style == "text" else render_json(ruleset)
 
 
 # -- diff -------------------------------------------------------------------------------------
@@ -382,26 +750,32 @@ def compile_cmd(path: tuple[str, ...], node: str, family: str, style: str) -> No
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@partial_options
 @guarded
+@node_fact_options
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str,
+    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, partial: bool = False, table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
     from nat_verify.check.equivalence import equivalent
 
-    a = load_dump(dump_a)
-    b = load_dump(dump_b, a.family)
+    a, ex_a = load_rules(dump_a, None, partial, table)
+    b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family, facts, a)
     res = equivalent(a, b, ctx)
     d = res.difference
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
-        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive})
+        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive,
+                    "assumptions": premises_json(ctx)})  # fmt: skip
+        if partial:
+            doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
     elif d is None:
-        click.echo(f"equivalent: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
+        what = " on what the excerpts show (at most holds)" if partial else ""
+        click.echo(f"equivalent{what}: {res.classes} packet classes compared ({res.inconclusive} inconclusive)")
     else:
         from nat_verify.model.outcome import Trace
         from nat_verify.report.text import render_trace_text
@@ -411,6 +785,8 @@ def diff(
         click.echo(render_trace_text(Trace(d.packet, d.a)), nl=False)
         click.echo(f"+++ {dump_b}")
         click.echo(render_trace_text(Trace(d.packet, d.b)), nl=False)
+    if fmt == "text":
+        echo_assumptions(premises_json(ctx))
     sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive else EXIT_OK)
 
 
@@ -431,9 +807,11 @@ def diff(
 @click.option("--proto", default="tcp", type=click.Choice(["tcp", "udp", "sctp"]), show_default=True)
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
 @guarded
+@node_fact_options
 def oracle(
     dump: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...], pod_cidrs: tuple[str, ...],
     packets_file: str | None, random_n: int, seed: int, probes: int, backend: str, proto: str, fmt: str,
+    facts: NodeFacts,
 ) -> None:  # fmt: skip
     """Every disagreement between the model and the real kernel on DUMP (needs root)."""
     from nat_verify.oracle import kernel_available
@@ -445,7 +823,7 @@ def oracle(
         raise InputError("", f"the kernel oracle is unavailable here: {reason}")
     ruleset = load_dump(dump)
     cluster = load_cluster(cluster_path) if cluster_path else None
-    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family)
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, ruleset.family, facts, ruleset)
     pkts = list(read_packets(packets_file, ctx, proto)) if packets_file else packets_for_ruleset(ruleset, ctx, random_n, seed)
     found = run_oracle(ruleset, ctx, pkts, probes=probes, backend=backend)
     disagree = [d for d in found if d.kind == "disagree"]
@@ -458,6 +836,69 @@ def oracle(
         click.echo(f"nat-verify oracle: {len(pkts)} packets x {probes} probes, {len(disagree)} disagreement(s), "
                    f"{sum(d.kind == 'inconclusive' for d in found)} inconclusive, {sum(d.kind == 'unprobed' for d in found)} not probed")  # fmt: skip
     sys.exit(EXIT_VIOLATION if disagree else EXIT_INCONCLUSIVE if found else EXIT_OK)
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--cluster", "cluster_path", multiple=True, required=True, help="the cluster's objects (YAML/JSON files or directories)")
+@click.option("--node", help="the node whose rules to trace (default: the target's node, else the first node)")
+@click.option("--dump", help="the node's own iptables-save dump (default: the rules nat-verify compiles for it)")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--report", "reports", multiple=True, metavar="FILE", help=REPORT_HELP)
+@guarded
+def explain(target: str, cluster_path: tuple[str, ...], node: str | None, dump: str | None, fmt: str, reports: tuple[str, ...]) -> None:
+    """What TARGET (an address, IP:PORT or namespace/service) is, which Pods it selects and why,
+    and what the node's rules do to a packet to it from a pod, the node and outside."""
+    from nat_verify.explain import TargetError, identify
+    from nat_verify.explain import explain as explain_doc
+    from nat_verify.explain.render import render_explain
+    from nat_verify.report.evidence import compiled_ruleset
+    from nat_verify.report.files import format_of, write_all
+    from nat_verify.report.text import terminal_width
+
+    _check_outputs(None, reports)
+    cluster = load_cluster(cluster_path)
+    try:
+        who = identify(cluster, target)
+    except TargetError as e:
+        raise InputError("TARGET", str(e)) from None
+    if node is None and dump is not None:
+        raise InputError("--dump", "say which node the dump is from: --node NAME")
+    name = node or who.node or (cluster.nodes[0].name if cluster.nodes else "")
+    if not name:
+        raise InputError("--cluster", "the cluster has no Node, so there are no rules to trace")
+    require_node(cluster, name)
+    from nat_verify.check.nodectx import node_context
+    from nat_verify.check.runner import families
+
+    if who.ip:
+        fams: tuple[int, ...] = (6 if ":" in who.ip else 4,)
+    else:  # a Service: every family the node has an address of (a dual-stack Service twice)
+        fams = families(cluster, name)
+    traced = []
+    if dump is not None:
+        ruleset = load_dump(dump, fams[0] if who.ip else None)
+        lines = Path(dump).read_text(encoding="utf-8", errors="replace").split("\n")
+        traced.append((Interpreter(ruleset, node_context(cluster, name, ruleset.family)), lines))
+        rules = f"the node's own, from {dump}"
+    else:
+        for fam in fams:
+            ruleset, lines = compiled_ruleset(cluster, name, fam)
+            traced.append((Interpreter(ruleset, node_context(cluster, name, fam)), lines))
+        rules = f"compiled by nat-verify for {name}, as kube-proxy writes them (--dump FILE for the node's own)"
+    doc = explain_doc(cluster, who, name, traced, rules=rules)
+    write_all([(path, render_explain(doc, format_of(path))) for path in reports])
+    if fmt == "json":
+        click.echo(render_explain(doc, "json"), nl=False)
+    else:
+        from nat_verify.explain.render import render_explain_text
+
+        text = render_explain_text(doc, width=terminal_width(sys.stdout))
+        click.echo(text, nl=not text.endswith("\n"))
+    sys.exit(EXIT_INCONCLUSIVE if any(o["verdict"] == "inconclusive" for f in doc["flows"] for o in f["outcomes"]) else EXIT_OK)
 
 
 # -- report -----------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ from hypothesis.errors import InvalidArgument  # noqa: E402
 
 from nat_verify.model.cluster import (  # noqa: E402
     Cluster,
+    Condition,
+    Container,
     ContainerPort,
     Endpoint,
     EndpointPort,
@@ -306,8 +308,27 @@ def _draw_service(
     )
 
 
+def api_pod(
+    namespace: str,
+    name: str,
+    node: str,
+    ips: tuple[str, ...],
+    labels: tuple[tuple[str, str], ...],
+    ports: tuple[ContainerPort, ...],
+    *,
+    ready: bool = True,
+    terminating: bool = False,
+) -> Pod:
+    """A running Pod as the API server returns it: one container ``app`` and a Ready condition."""
+    return Pod(
+        namespace=namespace, name=name, node_name=node, ips=ips, labels=labels, ports=ports,
+        ready=ready, terminating=terminating, containers=(Container("app", "app", ports),),
+        conditions=(Condition("Ready", "True" if ready else "False"),),
+    )  # fmt: skip
+
+
 def _draw_backends(
-    draw: st.DrawFn, plan: _Plan, svc: Service, max_endpoints: int
+    draw: st.DrawFn, plan: _Plan, svc: Service, max_endpoints: int, host_network: bool = False
 ) -> tuple[tuple[EndpointSlice, ...], tuple[Pod, ...]]:
     """The Service's endpoint pods and EndpointSlices (one per family and pod group).
 
@@ -315,6 +336,8 @@ def _draw_backends(
     Pods of one group share a container port number), as the EndpointSlice controller does. A
     Service without endpoints still gets one empty slice per family, as the controller writes
     and as the loader synthesises for it, so the cluster reads back from YAML unchanged.
+    ``host_network``: a group may be hostNetwork Pods (a DaemonSet: at most one per node, the
+    node's own addresses as endpoints).
     """
     fams = tuple(4 if f == "IPv4" else 6 for f in svc.ip_families)
     n_eps = draw(st.integers(0, max_endpoints))
@@ -326,7 +349,9 @@ def _draw_backends(
 
     slices: list[EndpointSlice] = []
     pods: list[Pod] = []
+    taken: set[int] = set()  # nodes that run this Service's hostNetwork Pod
     for g, size in enumerate(groups):
+        hostnet = host_network and draw(st.booleans())
         resolved: list[int] = []
         for sp in svc.ports:
             if isinstance(sp.target_port, str):
@@ -336,24 +361,27 @@ def _draw_backends(
         endpoints: dict[int, list[Endpoint]] = {f: [] for f in fams}
         for _ in range(size):
             node = draw(st.integers(0, len(plan.nodes) - 1))
+            if hostnet and node in taken:
+                continue  # one Pod per node: two would bind the same node port
+            if hostnet:
+                taken.add(node)
             ready, serving, terminating = draw(st.sampled_from(_CONDITIONS))
-            slot = plan.pod_slot(node)
-            ips = tuple(_pod_ip(node, slot, f) for f in fams)
-            pod = Pod(
-                namespace=svc.namespace,
-                name=f"{svc.name}-pod-{len(pods)}",
-                node_name=plan.nodes[node].name,
-                ips=ips,
-                labels=svc.selector or (),
-                ports=tuple(
-                    ContainerPort(
-                        n, sp.protocol, sp.target_port if isinstance(sp.target_port, str) else ""
-                    )
-                    for sp, n in zip(svc.ports, resolved, strict=True)
-                ),
-                ready=ready,
-                terminating=terminating,
+            if hostnet:
+                ips = tuple(node_ip(node, f) for f in fams)
+            else:
+                slot = plan.pod_slot(node)
+                ips = tuple(_pod_ip(node, slot, f) for f in fams)
+            ports = tuple(
+                ContainerPort(n, sp.protocol, sp.target_port if isinstance(sp.target_port, str) else "")
+                for sp, n in zip(svc.ports, resolved, strict=True)
             )
+            # as the EndpointSlice controller writes it: serving is the Pod's Ready condition
+            pod = api_pod(
+                svc.namespace, f"{svc.name}-pod-{len(pods)}", plan.nodes[node].name, ips,
+                svc.selector or (), ports, ready=serving, terminating=terminating,
+            )  # fmt: skip
+            if hostnet:
+                pod = attrs.evolve(pod, host_network=True)
             pods.append(pod)
             zone = _zone(node) if plan.zones else ""
             for f, ip in zip(fams, ips, strict=True):
@@ -513,6 +541,7 @@ def _clusters(
     max_ports: int,
     families: tuple[int, ...],
     proxy: st.SearchStrategy[ProxyConfig],
+    host_network: bool = False,
 ) -> Cluster:
     n_nodes = draw(st.integers(min_nodes, max_nodes))
     zones = draw(st.booleans())
@@ -523,7 +552,7 @@ def _clusters(
     pods: list[Pod] = []
     for k in range(draw(st.integers(min_services, max_services))):
         svc = _draw_service(draw, plan, k, max_ports)
-        svc_slices, svc_pods = _draw_backends(draw, plan, svc, max_endpoints)
+        svc_slices, svc_pods = _draw_backends(draw, plan, svc, max_endpoints, host_network)
         svcs.append(svc)
         slices.extend(svc_slices)
         pods.extend(svc_pods)
@@ -531,15 +560,8 @@ def _clusters(
     for i in range(n_nodes):
         if draw(st.booleans()):
             slot = plan.pod_slot(i)
-            pods.append(
-                Pod(
-                    namespace="default",
-                    name=f"client-{i}",
-                    node_name=plan.nodes[i].name,
-                    ips=tuple(_pod_ip(i, slot, f) for f in families),
-                    labels=(("app", "client"),),
-                )
-            )
+            ips = tuple(_pod_ip(i, slot, f) for f in families)
+            pods.append(api_pod("default", f"client-{i}", plan.nodes[i].name, ips, (("app", "client"),), ()))
     return Cluster(
         services=tuple(svcs),
         slices=tuple(slices),
@@ -560,11 +582,13 @@ def clusters(
     min_services: int = 0,
     max_ports: int = 3,
     proxy: st.SearchStrategy[ProxyConfig] | None = None,
+    host_network: bool = False,
 ) -> st.SearchStrategy[Cluster]:
     """Consistent clusters: nodes ``node-0``..., Services ``svc-0``... with their
     EndpointSlices and Pods, and a KubeProxyConfiguration (``proxy``, default
     ``proxy_configs(families)``). ``families=(4, 6)`` makes a dual-stack cluster whose Services
-    are IPv4, IPv6 or dual-stack (either order)."""
+    are IPv4, IPv6 or dual-stack (either order). ``host_network``: some Services are backed by
+    hostNetwork Pods (endpoints at node addresses, as for a DaemonSet or the API server)."""
     fams = _check_families(families)
     if not 1 <= min_nodes <= max_nodes <= MAX_NODES:
         raise InvalidArgument(f"need 1 <= min_nodes <= max_nodes <= {MAX_NODES}")
@@ -586,6 +610,7 @@ def clusters(
         max_ports,
         fams,
         proxy if proxy is not None else proxy_configs(fams),
+        host_network,
     )
 
 
@@ -652,15 +677,17 @@ def _sources(cluster: Cluster, node: Node, family: int) -> list[tuple[str, str]]
     out: list[tuple[str, str]] = [(ip, "external") for ip in _OUTSIDE_CLIENTS[family]]
     here: list[str] = []
     elsewhere: list[str] = []
+    host_ips = {ip for n in cluster.nodes for ip in n.internal_ips}
     for pod in cluster.pods:
         for ip in _of_family(pod.ips, family):
-            (here if pod.node_name == node.name else elsewhere).append(ip)
+            if ip not in host_ips:  # a hostNetwork Pod sends as its node (below)
+                (here if pod.node_name == node.name else elsewhere).append(ip)
     for sl in cluster.slices:  # endpoints without a Pod object in the cluster
         if sl.address_type != _ADDRESS_TYPE[family]:
             continue
         for ep in sl.endpoints:
             ip = ep.addresses[0]
-            if ip not in here and ip not in elsewhere:
+            if ip not in here and ip not in elsewhere and ip not in host_ips:
                 (here if ep.node_name == node.name else elsewhere).append(ip)
     out += [(ip, "pod") for ip in dict.fromkeys(here)]
     # a pod of this node that no object mentions

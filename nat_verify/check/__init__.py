@@ -1,5 +1,11 @@
 """The invariant catalogue and the engines that check it (see ``runner`` and ``catalogue``)."""
 
-from nat_verify.check.runner import CheckReport, check_ruleset, families, verify_cluster
+from nat_verify.check.runner import (
+    CheckReport,
+    check_objects,
+    check_ruleset,
+    families,
+    verify_cluster,
+)
 
-__all__ = ["CheckReport", "check_ruleset", "families", "verify_cluster"]
+__all__ = ["CheckReport", "check_objects", "check_ruleset", "families", "verify_cluster"]

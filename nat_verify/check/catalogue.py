@@ -1,4 +1,4 @@
-"""The invariant catalogue: NV001-NV015, each a small object with a stable ID.
+"""The invariant catalogue: NV001-NV028, each a small object with a stable ID.
 
 Each invariant says which Kubernetes rule it stands for (with the upstream document or KEP),
 which packet classes it covers, and how it judges one packet: ``check(case)`` compares the
@@ -7,7 +7,9 @@ violations it owns. Ownership is exclusive: a difference is reported by the most
 invariant that names it (see each docstring), so a planted bug is caught under one ID.
 
 NV011 (two connections), NV014 (structure) and NV015 (drift) are not per-packet: their checks
-live in ``runner``, ``structure`` and ``drift``; their entries here document them.
+live in ``runner``, ``structure`` and ``drift``; their entries here document them. NV016-NV028
+are about the cluster's objects, not the rules (the selector, the Pods, the EndpointSlices):
+``objects`` checks them, once per cluster.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import attrs
 
 from nat_verify.intent import Destination, Expectation
 from nat_verify.intent.endpoints import EndpointInfo
-from nat_verify.model.outcome import Outcome, Trace
+from nat_verify.model.outcome import Outcome, Trace, probability_text
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import reply
 from nat_verify.netfilter.saveform import P31
@@ -48,7 +50,7 @@ def describe(o: Outcome) -> str:
     if not head:
         head = f"DNAT {o.destination}" if o.dnat else f"{o.verdict} un-NATed to {o.destination}"
         head += ", masqueraded" if o.masquerade else ", client IP kept"
-    return head + ("" if o.probability == 1 else f" (p={o.probability})")
+    return head + ("" if o.probability == 1 else f" (p={probability_text(o.probability)})")
 
 
 def describe_expectation(exp: Expectation) -> str:
@@ -244,6 +246,8 @@ class NV005(Invariant):
 
     Service docs ("Local preserves the client source IP and avoids a second hop"); the
     short-circuit for in-cluster sources: kubernetes PR 77523 (issue 66354), kept after PR 99317.
+    A missing short-circuit is this invariant's finding wherever it shows: a drop on a node
+    without local endpoints, or, with local endpoints, only those chosen (NV007 stays silent).
     https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
     """
 
@@ -262,6 +266,7 @@ class NV005(Invariant):
             return
         if case.exp.kind == "dnat":
             yield from _local_policy_reach(case, self.id)
+            yield from _short_circuit(case, self.id)
             yield from _masquerade(case, self.id)
 
 
@@ -306,6 +311,8 @@ class NV007(Invariant):
             return
         if len(case.outcomes) != len(case.trace.outcomes) or not all(case.allowed(o) for o in case.outcomes):
             return  # a wrong outcome is reported by its own invariant; shares are then moot
+        if _unshort_circuited(case):
+            return  # NV005 owns a missing short-circuit (only this node's endpoints chosen)
         shares: dict[tuple[str, int], Fraction] = defaultdict(Fraction)
         for o in case.outcomes:
             shares[(str(o.dst), o.dport)] += o.probability
@@ -316,7 +323,7 @@ class NV007(Invariant):
         if missing or skew:
             parts = [f"{k[0]}:{k[1]} is never chosen" for k in missing]
             parts += [f"{k[0]}:{k[1]} gets {float(p):.6f}" for k, p in skew]
-            actual = "; ".join(f"{k[0]}:{k[1]} p={v}" for k, v in sorted(shares.items()))
+            actual = "; ".join(f"{k[0]}:{k[1]} p={probability_text(v)}" for k, v in sorted(shares.items()))
             yield Violation(self.id, f"{case.dest}: endpoints are not chosen uniformly (1/{n} each): " + ", ".join(parts), case.want, actual)
 
 
@@ -360,7 +367,9 @@ class NV010(Invariant):
 
     Otherwise the endpoint answers the client directly, with its own address, and the client
     drops the reply (kubernetes issue 44916). Reported as a warning where the configuration
-    itself chose so (no local-traffic detector, Local policy semantics).
+    itself chose so (no local-traffic detector, Local policy semantics). The same holds between
+    two pods on one bridge when the node does not pass bridged packets to netfilter
+    (``net.bridge.bridge-nf-call-iptables=0``, a node fact): the reply is bridged past conntrack.
     """
 
     id, name = "NV010", "ReturnPath"
@@ -380,6 +389,16 @@ class NV010(Invariant):
             if not case.allowed(o) or _masq_mismatch(case, o) is not None:
                 continue
             e = case.endpoint(o)
+            bridged = case.ctx.reply_bridged(case.origin, src, o.dst) and not (o.masquerade or o.snat)
+            if bridged:
+                yield case.violation(
+                    self.id,
+                    f"the reply from {o.dst} to pod {case.src} is bridged past conntrack "
+                    "(net.bridge.bridge-nf-call-iptables=0 and both pods on the bridge): the DNAT is "
+                    "not undone, so the connection fails unless it is masqueraded",
+                    o,
+                )
+                continue
             if e is not None and e.local:
                 continue  # an endpoint on this node answers through this node (its EndpointSlice nodeName)
             if reply(case.trace.packet, o, case.ctx).broken:
@@ -465,6 +484,192 @@ class NV015(Invariant):
     reference = "https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/3453-minimize-iptables-restore"
 
 
+class _Objects(Invariant):
+    """An invariant over the cluster's objects (``check.objects``): no packet involved."""
+
+    classes = ()
+
+
+class NV016(_Objects):
+    """A Service's selector matches a Pod (or a workload's Pod template) in its namespace.
+
+    "Service" docs: the selector determines the set of Pods a Service targets; the EndpointSlice
+    controller lists the Pods of the Service's namespace whose labels contain every selector
+    entry. A selector that matches nothing (a typo in a key or value, the wrong namespace) leaves
+    the Service without endpoints; the finding lists the closest labels.
+    """
+
+    id, name = "NV016", "SelectorMatchesPods"
+    description = "A Service's selector matches at least one Pod or Pod template in its namespace."
+    title = "The selector matches a Pod"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service/#services-in-kubernetes"
+
+
+class NV017(_Objects):
+    """A Service's selector selects the Pods of one workload.
+
+    Labels are shared freely, so a selector such as ``app: web`` can also pick another
+    Deployment's Pods, and connections are then spread over both. Workloads running the same
+    image (a canary or blue-green split, as in the "Canary deployments" docs) are a note.
+    """
+
+    id, name = "NV017", "SelectorSingleWorkload"
+    description = "A Service's selector selects the Pods of one workload, not of several running different images."
+    title = "The selector selects one workload"
+    reference = "https://kubernetes.io/docs/concepts/workloads/management/#canary-deployments"
+
+
+class NV018(_Objects):
+    """Every targetPort is a container port of the selected Pods.
+
+    A named targetPort resolves, Pod by Pod, to the container port of that name and the Service
+    port's protocol (EndpointSlice controller ``FindPort``); a Pod without one gets no endpoint
+    port for that Service port. A number that no container declares is a warning only, since
+    declaring container ports is optional.
+    """
+
+    id, name = "NV018", "TargetPortDeclared"
+    description = "Every Service port's targetPort names (or numbers) a container port of the Pods it selects."
+    title = "The targetPort is a container port of the selected Pods"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service/#defining-a-service"
+
+
+class NV019(_Objects):
+    """A named targetPort resolves to one port number across the selected Pods.
+
+    Kubernetes allows a named port to differ between Pods (a rollout that moves the port is
+    the documented use, reported as a note); across unrelated Pods it is a warning.
+    """
+
+    id, name = "NV019", "TargetPortConsistent"
+    description = "A named targetPort resolves to the same port number on every selected Pod (outside a rollout)."
+    title = "A named targetPort resolves to one number"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/service/#defining-a-service"
+
+
+class NV020(_Objects):
+    """The container port a targetPort resolves to has the Service port's protocol.
+
+    ``FindPort`` matches name and protocol, so a UDP Service port whose named container port
+    is TCP resolves to nothing; a number declared only for another protocol (the classic DNS
+    ``53/UDP`` forgotten) is the same mistake.
+    """
+
+    id, name = "NV020", "TargetPortProtocol"
+    description = "The container port behind a Service port's targetPort is declared for the Service port's protocol."
+    title = "The container port has the Service port's protocol"
+    reference = "https://kubernetes.io/docs/reference/networking/service-protocols/"
+
+
+class NV021(_Objects):
+    """Every Ready selected Pod is an endpoint in the Service's EndpointSlices.
+
+    EndpointSlice controller: every selected Pod that is not finished and has an IP becomes an
+    endpoint. A Ready Pod missing from the slices (a stale slice, a stuck controller) gets no
+    traffic although the objects say it should.
+    """
+
+    id, name = "NV021", "ReadyPodsListed"
+    description = "Every Ready Pod the selector selects is listed in the Service's EndpointSlices (or Endpoints)."
+    title = "Every Ready selected Pod is an endpoint"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/"
+
+
+class NV022(_Objects):
+    """Endpoint conditions match the Pod: serving = its Ready condition, terminating = being
+    deleted, ready = serving and not terminating (or publishNotReadyAddresses).
+
+    EndpointSlice docs, "Conditions". A not-Ready Pod listed as ready receives traffic it cannot
+    serve; a Ready one listed as not ready receives none.
+    """
+
+    id, name = "NV022", "EndpointConditions"
+    description = "An endpoint's ready, serving and terminating conditions agree with its Pod's readiness and deletion."
+    title = "Endpoint conditions match the Pod's readiness"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#conditions"
+
+
+class NV023(_Objects):
+    """Every endpoint is a live Pod the selector selects, at its current address.
+
+    An endpoint whose Pod was deleted, has finished, no longer matches the selector or changed
+    its IP is stale: kube-proxy sends traffic to an address nobody serves.
+    """
+
+    id, name = "NV023", "NoStaleEndpoint"
+    description = "Every endpoint is a live Pod that the Service's selector selects, at its current address."
+    title = "No endpoint is stale"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#ownership"
+
+
+class NV024(_Objects):
+    """An EndpointSlice port is the targetPort resolved on the Pods it lists.
+
+    The slice port named after a Service port carries the number ``targetPort`` resolves to on
+    those Pods; kube-proxy DNATs to that number, so a wrong one reaches the Pod on a closed port.
+    """
+
+    id, name = "NV024", "EndpointPorts"
+    description = "Each EndpointSlice port is the Service port's targetPort as resolved on the Pods the slice lists."
+    title = "EndpointSlice ports are the resolved targetPorts"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#address-types"
+
+
+class NV025(_Objects):
+    """An endpoint's nodeName is its Pod's node, and its zone that node's zone label.
+
+    kube-proxy reads ``nodeName`` to tell local endpoints (traffic policy Local) and ``zone``
+    (with hints) for topology-aware routing; a wrong value sends traffic to the wrong node.
+    """
+
+    id, name = "NV025", "EndpointTopology"
+    description = "An endpoint's nodeName is its Pod's node and its zone is that node's topology.kubernetes.io/zone."
+    title = "Endpoint nodeName and zone match the Pod"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#topology"
+
+
+class NV026(_Objects):
+    """A Service whose selector matches Pods has a Ready one.
+
+    Pod lifecycle docs: only Ready Pods receive Service traffic. When Pods exist but none is
+    Ready the Service rejects every connection; the finding names the failing condition of each
+    Pod (unscheduled, image pull, crash loop, readiness probe, readiness gate). A Service with no
+    Pods at all is NV016.
+    """
+
+    id, name = "NV026", "SelectedPodsReady"
+    description = "A Service whose selector matches Pods has at least one Ready Pod; otherwise the failing condition is named."
+    title = "A selected Pod is Ready"
+    reference = "https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions"
+
+
+class NV027(_Objects):
+    """A Service's v1 Endpoints and EndpointSlices list the same ready and not-ready addresses.
+
+    Both controllers derive them from the same Pods (and the mirroring controller copies custom
+    Endpoints into slices); a difference means one is stale, and tools that still read Endpoints
+    route differently from kube-proxy.
+    """
+
+    id, name = "NV027", "EndpointsMatchSlices"
+    description = "A Service's v1 Endpoints and its EndpointSlices list the same ready and not-ready addresses."
+    title = "v1 Endpoints agree with the EndpointSlices"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#endpointslice-mirroring"
+
+
+class NV028(_Objects):
+    """Every EndpointSlice names an existing Service (label ``kubernetes.io/service-name``).
+
+    kube-proxy joins slices to Services by that label only; a slice naming a Service that does
+    not exist (a typo in a hand-written slice for a selector-less Service) serves nobody.
+    """
+
+    id, name = "NV028", "SliceNamesService"
+    description = "Every EndpointSlice's kubernetes.io/service-name label names a Service in its namespace."
+    title = "Every EndpointSlice names an existing Service"
+    reference = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#ownership"
+
+
 def _must_drop(case: Case, inv: str) -> Iterator[Violation]:
     for o in case.outcomes:
         if o.verdict != "drop":
@@ -482,6 +687,36 @@ def _local_policy_reach(case: Case, inv: str) -> Iterator[Violation]:
             e = case.endpoint(o)
             if e is not None and e.ready and not e.local:
                 yield case.violation(inv, f"is DNATed to {o.destination}, an endpoint on another node, under a Local traffic policy", o)
+
+
+def _unshort_circuited(case: Case) -> list[tuple[str, int]]:
+    """The other nodes' endpoints a short-circuited packet never reaches, when every outcome
+    reached this node's endpoints only: the rules treat pod/host traffic to an eTP=Local address
+    as external traffic (no short-circuit). Empty otherwise."""
+    if not case.exp.short_circuit or not case.outcomes:
+        return []
+    if not all(case.allowed(o) for o in case.outcomes):
+        return []  # a wrong outcome is reported by its own invariant
+    chosen = {case.key(o) for o in case.outcomes}
+    local = {e.key for e in case.endpoints if e.local}
+    if not chosen or not chosen <= local:
+        return []
+    return sorted(k for k in case.exp.endpoints if k not in chosen and k not in local)
+
+
+def _short_circuit(case: Case, inv: str) -> Iterator[Violation]:
+    missing = _unshort_circuited(case)
+    if not missing:
+        return
+    shown = ", ".join(f"[{ip}]:{p}" if ":" in ip else f"{ip}:{p}" for ip, p in missing)
+    o = case.outcomes[0]
+    yield case.violation(
+        inv,
+        f"traffic from {case.origin} {case.src} must be short-circuited to every cluster endpoint "
+        "(externalTrafficPolicy=Local keeps only off-cluster clients on this node, PR 77523), but "
+        f"the rules choose only this node's endpoints: {shown} is never chosen",
+        o,
+    )
 
 
 def _masq_mismatch(case: Case, o: Outcome) -> str | None:
@@ -513,6 +748,8 @@ def _masquerade(case: Case, inv: str, hairpin: bool = False) -> Iterator[Violati
 CATALOGUE: tuple[Invariant, ...] = (
     NV001(), NV002(), NV003(), NV004(), NV005(), NV006(), NV007(), NV008(), NV009(), NV010(),
     NV011(), NV012(), NV013(), NV014(), NV015(),
+    NV016(), NV017(), NV018(), NV019(), NV020(), NV021(), NV022(), NV023(), NV024(), NV025(),
+    NV026(), NV027(), NV028(),
 )  # fmt: skip
 BY_ID = {i.id: i for i in CATALOGUE}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
 import attrs
@@ -109,4 +109,35 @@ def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
                         inconclusive += 1
                     if _signature(ta.outcomes) != _signature(tb.outcomes):
                         return Equivalence(Difference(pkt, ta.outcomes, tb.outcomes), classes, inconclusive)
+    return Equivalence(None, classes, inconclusive)
+
+
+def first_difference(
+    ia: Interpreter,
+    ib: Interpreter,
+    ctx: NodeContext,
+    targets: Iterable[tuple[IPAddress, int, str]],
+    extra: Iterable[IPNetwork] = (),
+) -> Equivalence:
+    """``equivalent`` restricted to the packets sent to ``targets`` (address, port, protocol).
+
+    Every source class of either ruleset is tried for each target (``atoms``), so when no
+    packet to the targets differs, none does; ``extra`` adds source constants the caller knows
+    of (a Service's endpoints, loadBalancerSourceRanges). A class that either side cannot
+    decide is counted in ``inconclusive`` and is not a difference: only two definite outcomes
+    that differ are (``inconclusive`` counts the undecided classes where the two differ).
+    """
+    sa, sb = SourceSpace(ia), SourceSpace(ib)
+    more = list(extra)
+    classes = inconclusive = 0
+    for dst, dport, proto in targets:
+        consts = sb.constants(dst, dport, proto)[0] | sa.constants(dst, dport, proto)[0]
+        for src, sport, origin in sa.classes(ctx, dst, dport, proto, [*consts, *more]):
+            pkt = Packet(src=src, dst=dst, dport=dport, sport=sport, proto=proto, origin=origin)  # type: ignore[arg-type]
+            ta, tb = ia.trace(pkt), ib.trace(pkt)
+            classes += 1
+            if ta.inconclusive or tb.inconclusive:
+                inconclusive += _signature(ta.outcomes) != _signature(tb.outcomes)
+            elif _signature(ta.outcomes) != _signature(tb.outcomes):
+                return Equivalence(Difference(pkt, ta.outcomes, tb.outcomes), classes, inconclusive)
     return Equivalence(None, classes, inconclusive)

@@ -5,7 +5,9 @@
 address on the node it enumerates every packet class (``atoms.SourceSpace``), asks the intent
 what Kubernetes allows and the interpreter what the rules do, and attributes each difference to
 an invariant (``compare``). Session affinity (NV011) needs two connections and is checked on
-its own; structure (NV014) and drift (NV015) look at the ruleset as a whole.
+its own; structure (NV014) and drift (NV015) look at the ruleset as a whole. The cluster's
+objects (NV016-NV028: selectors, Pods, EndpointSlices) are checked once per cluster
+(``check_objects``), with no ruleset involved.
 
 Statuses: ``proved`` when every packet class was checked and nothing was inconclusive; an
 outcome the model cannot decide makes the invariants it touches ``inconclusive``; ``violated``
@@ -23,8 +25,9 @@ import attrs
 
 from nat_verify.check.atoms import SourceSpace
 from nat_verify.check.compare import Violation, compare, describe
-from nat_verify.check.drift import drift
+from nat_verify.check.drift import drift_findings
 from nat_verify.check.nodectx import node_context
+from nat_verify.check.objects import object_report
 from nat_verify.check.structure import structure_issues
 from nat_verify.intent import (
     Destination,
@@ -35,14 +38,18 @@ from nat_verify.intent import (
     interesting_sources,
     usable_endpoints,
 )
+from nat_verify.intent.detector import node_addresses
 from nat_verify.intent.expectation import Expectation
 from nat_verify.kubeproxy import compile_node
 from nat_verify.model.cluster import Cluster, IPNetwork
 from nat_verify.model.outcome import Finding, Result, Step, Trace
 from nat_verify.model.packet import Packet
+from nat_verify.netfilter.context import NodeContext, Premise
 from nat_verify.netfilter.interpreter import Interpreter, RecentState
 from nat_verify.netfilter.parse import parse
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
+from nat_verify.node.proxyconfig import with_inferred_config
 
 Progress = Callable[[str], None]
 MAX_FINDINGS_PER_KEY = 3
@@ -53,9 +60,18 @@ class CheckReport:
     results: tuple[Result, ...]
     findings: tuple[Finding, ...]
     packets: int = 0  # packets traced
+    # (node, premise): what the results rest on that the user did not give (inferred, assumed)
+    assumptions: tuple[tuple[str, Premise], ...] = ()
 
     def merged(self, other: CheckReport) -> CheckReport:
-        return CheckReport(self.results + other.results, self.findings + other.findings, self.packets + other.packets)
+        return CheckReport(
+            self.results + other.results, self.findings + other.findings, self.packets + other.packets,
+            self.assumptions + other.assumptions,
+        )  # fmt: skip
+
+    def assumptions_json(self) -> list[dict[str, str]]:
+        """The assumptions as the report's JSON lists them (one object per node and fact)."""
+        return [{"node": node, **p.to_json()} for node, p in self.assumptions]
 
 
 class _Acc:
@@ -133,10 +149,25 @@ def check_ruleset(
     drift_check: bool = True,
     progress: Progress | None = None,
     location: Callable[[str], str] | None = None,
+    facts: NodeFacts | None = None,
+    infer_config: bool = True,
+    kube_proxy_version: str = "",
 ) -> CheckReport:
-    """Every invariant of the catalogue on one node's ruleset."""
+    """Every invariant of the catalogue on one node's ruleset.
+
+    ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
+    ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
+    settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
+    cluster's KubeProxyConfiguration, else the one the dump shows).
+    The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
+    """
     family = ruleset.family
-    ctx = node_context(cluster, node, family)
+    inferred: tuple[Premise, ...] = ()
+    if infer_config:
+        cluster, inferred = with_inferred_config(cluster, node, ruleset)
+    ctx = node_context(cluster, node, family, facts, ruleset)
+    own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
     interp = Interpreter(ruleset, ctx)
     space = SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
@@ -154,7 +185,7 @@ def check_ruleset(
         classes = space.classes(ctx, dst, dest.port, dest.proto, _extra_constants(cluster, dest), nice)
         sticky_done: set[str] = set()
         for src, sport, origin in classes:
-            exp = expect(cluster, node, dest, str(src), origin)
+            exp = expect(cluster, node, dest, str(src), origin, node_ips=own)
             pkt = Packet(src=src, dst=dst, dport=dest.port, sport=sport, proto=dest.proto, origin=origin)  # type: ignore[arg-type]
             tr = interp.trace(pkt)
             packets += 1
@@ -188,17 +219,34 @@ def check_ruleset(
             location=f"{ruleset.source}:{issue.line}" if issue.line else ruleset.source,
         ))  # fmt: skip
     acc.touch(["NV014"], "")
+    premises = tuple((node, p) for p in (*inferred, *ctx.assumptions))
+    out = CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets, premises)
     if drift_check:
-        acc.touch(["NV015"], "")
-        for item in drift(cluster, node, ruleset):
-            detail = "\n".join([*(f"- missing: {m}" for m in item.missing[:20]), *(f"- stale: {e}" for e in item.extra[:20])])
-            acc.finding("NV015", item.service, item.message, Finding(
-                "NV015", item.service, node, item.message,
-                expected="\n".join(item.missing[:20]) or "(nothing)", actual="\n".join(item.extra[:20]) or "(nothing)",
-                location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
-            ))  # fmt: skip
-            _ = detail
-    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets)
+        out = out.merged(drift_report(cluster, node, ruleset, ctx, loc, kube_proxy_version))
+    return out
+
+
+def drift_report(
+    cluster: Cluster, node: str, ruleset: Ruleset, ctx: NodeContext, location: Callable[[str], str],
+    kube_proxy_version: str = "",
+) -> CheckReport:  # fmt: skip
+    """NV015 alone: a result for the dump as a whole and one per Service that differs; an
+    error (a packet's outcome differs) makes it violated, a warning (undecided) inconclusive,
+    a note (rule text only) neither."""
+    acc = _Acc(node, cluster.name, location)
+    acc.touch(["NV015"], "")
+    for f in drift_findings(cluster, node, ruleset, ctx, location, kube_proxy_version):
+        acc.touch(["NV015"], f.service, 0)
+        if f.severity == "warning":
+            acc.inconclusive.setdefault(("NV015", f.service), f.message)
+        acc.finding("NV015", f.service, f.message, f)
+    return CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings))
+
+
+def check_objects(cluster: Cluster) -> CheckReport:
+    """NV016-NV028 on the cluster's objects, and the loader's notes (``check.objects``)."""
+    results, findings = object_report(cluster)
+    return CheckReport(results, findings)
 
 
 def _service_location(cluster: Cluster, service: str) -> str:
@@ -262,12 +310,16 @@ def families(cluster: Cluster, node: str) -> tuple[int, ...]:
     return tuple(fams) or (4,)
 
 
-def verify_cluster(cluster: Cluster, *, progress: Progress | None = None) -> CheckReport:
-    """Compile what kube-proxy writes on every node and family, then check every invariant."""
-    report = CheckReport((), ())
+def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, objects: bool = True) -> CheckReport:
+    """Compile what kube-proxy writes on every node and family, then check every invariant;
+    ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
+    exercise the rules, not to be healthy)."""
+    report = check_objects(cluster) if objects else CheckReport((), ())
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
             rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress))
+            report = report.merged(
+                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
+            )
     return report

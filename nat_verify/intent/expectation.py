@@ -24,6 +24,17 @@ documented behaviour of Services, not from kube-proxy's rules, so the two can di
   sent back to itself must be masqueraded, or its reply would bypass conntrack (NV008).
   Because the endpoint is chosen at random, this is expressed per endpoint
   (``Expectation.masquerade_required``).
+* Locally delivered endpoints (the API server of ``default/kubernetes``, hostNetwork pods such as
+  ingress controllers, node-local DNS, metrics agents): an endpoint whose address is one of this
+  node's own addresses is delivered to a local socket. A packet that entered the node (from off
+  the node or from a pod) is DNATed in nat PREROUTING, routed to INPUT, and never meets nat
+  POSTROUTING, so nothing can masquerade it (the kernel: the packet keeps its source, the reply
+  leaves from this node and conntrack reverses the DNAT). Its source is therefore expected to
+  be kept, whatever the policy would ask of a forwarded packet, and its reply needs no
+  masquerade to come back (no NV010). The node's own traffic to it takes the OUTPUT path, where
+  nat POSTROUTING does run: the usual requirement applies, and a hairpin masquerade is not
+  needed (the reply returns through lo and conntrack). An endpoint that is another node's
+  address is forwarded like one on a remote pod.
 * ``loadBalancerSourceRanges`` (Service docs, "restrict traffic through the cloud-provider
   load-balancer ... to the specified client IPs"): LB-IP traffic from any other source is dropped
   (NV012). The rule judges the packet's source address whatever its origin (pods included, as in
@@ -76,6 +87,7 @@ class Expectation:
     reasons: tuple[str, ...] = ()
     masquerade_for: tuple[tuple[EndpointKey, bool | None], ...] = ()
     warnings: tuple[str, ...] = ()
+    short_circuit: bool = False  # eTP=Local pod/host traffic sent to the cluster-wide endpoints
 
     def masquerade_required(self, endpoint: EndpointKey) -> bool | None:
         for key, value in self.masquerade_for:
@@ -103,12 +115,22 @@ class _Masq:
     warning: str = ""
 
 
-def expect(cluster: Cluster, node: str, dest: Destination, src: str, origin: str) -> Expectation:
+def expect(
+    cluster: Cluster,
+    node: str,
+    dest: Destination,
+    src: str,
+    origin: str,
+    *,
+    node_ips: frozenset[str] | None = None,
+) -> Expectation:
     """What must happen to a new connection from ``src`` (entering as ``origin``) to ``dest``.
 
     ``origin``: ``external`` (arrives from off the node), ``pod`` (a pod on this node), ``host``
-    (a process on the node). Raises ``UnknownServicePort`` if ``dest`` names no Service port and
-    ``ValueError`` for a source of the wrong family or an unknown origin.
+    (a process on the node). ``node_ips``: the node's own addresses (canonical text), when the
+    caller knows more of them than the Node object lists (given node facts); an endpoint at one
+    of them is delivered locally. Raises ``UnknownServicePort`` if ``dest`` names no Service
+    port and ``ValueError`` for a source of the wrong family or an unknown origin.
     """
     if origin not in ("external", "pod", "host"):
         raise ValueError(f"origin must be external, pod or host, received {origin!r}")
@@ -138,9 +160,23 @@ def expect(cluster: Cluster, node: str, dest: Destination, src: str, origin: str
         )
     det = detector_for(cluster, node, family)
     common = _common_invariants(svc, sets)
+    own = node_addresses(cluster, node) if node_ips is None else node_ips
     if dest.address_class == "cluster-ip":
-        return _cluster_ip(cluster, svc, sets, det, src, origin, common)
-    return _external(cluster, node, svc, dest, sets, det, src, origin, common)
+        return _cluster_ip(cluster, svc, sets, det, _Src(src, origin, own), common)
+    return _external(cluster, node, svc, dest, sets, det, _Src(src, origin, own), common)
+
+
+@attrs.frozen
+class _Src:
+    """The packet's source, where it entered, and the node's own addresses (canonical text)."""
+
+    ip: str
+    origin: str
+    own: frozenset[str]
+
+
+def _show(ep: EndpointKey) -> str:
+    return f"[{ep[0]}]:{ep[1]}" if ":" in ep[0] else f"{ep[0]}:{ep[1]}"
 
 
 def _common_invariants(svc: Service, sets: EndpointSets) -> list[str]:
@@ -157,10 +193,10 @@ def _cluster_ip(
     svc: Service,
     sets: EndpointSets,
     det: Detector,
-    src: str,
-    origin: str,
+    source: _Src,
     common: list[str],
 ) -> Expectation:
+    src, origin = source.ip, source.origin
     reasons: list[str] = []
     inv = ["NV001"]
     if svc.internal_traffic_policy == "Local":
@@ -181,7 +217,7 @@ def _cluster_ip(
         reasons.append("internalTrafficPolicy=Cluster: any usable endpoint in the cluster")
     reasons.extend(sets.notes)
     masq = _internal_masquerade(cluster.proxy, det, src, origin)
-    return _dnat(targets, masq, src, origin, sets, inv + ["NV007", "NV009"] + common, reasons)
+    return _dnat(targets, masq, source, sets, inv + ["NV007", "NV009"] + common, reasons)
 
 
 def _internal_masquerade(proxy: ProxyConfig, det: Detector, src: str, origin: str) -> _Masq:
@@ -219,10 +255,10 @@ def _external(
     dest: Destination,
     sets: EndpointSets,
     det: Detector,
-    src: str,
-    origin: str,
+    source: _Src,
     common: list[str],
 ) -> Expectation:
+    src, origin = source.ip, source.origin
     reasons: list[str] = []
     inv = ["NV002"]
     if dest.address_class == "lb-ip" and svc.lb_source_ranges:
@@ -245,9 +281,7 @@ def _external(
             "externalTrafficPolicy=Cluster: traffic to an external address is source-NATed "
             "(client IP lost)",
         )
-        return _dnat(
-            sets.cluster, masq, src, origin, sets, inv + ["NV004", "NV007"] + common, reasons
-        )
+        return _dnat(sets.cluster, masq, source, sets, inv + ["NV004", "NV007"] + common, reasons)
 
     inv.append("NV005")
     if origin == "host":
@@ -260,7 +294,8 @@ def _external(
             True,
             "host traffic to an external address is masqueraded (its source is a node address)",
         )
-        return _dnat(sets.cluster, masq, src, origin, sets, inv + ["NV007"] + common, reasons)
+        exp = _dnat(sets.cluster, masq, source, sets, inv + ["NV007"] + common, reasons)
+        return attrs.evolve(exp, short_circuit=True)
     if is_local_traffic(det, src, origin):
         reasons.append(
             f"externalTrafficPolicy=Local, pod traffic ({det.describe()}): short-circuited to "
@@ -269,7 +304,8 @@ def _external(
         )
         reasons.extend(sets.notes)
         masq = _Masq(False, "short-circuited pod traffic keeps its source IP")
-        return _dnat(sets.cluster, masq, src, origin, sets, inv + ["NV007"] + common, reasons)
+        exp = _dnat(sets.cluster, masq, source, sets, inv + ["NV007"] + common, reasons)
+        return attrs.evolve(exp, short_circuit=True)
 
     warnings: list[str] = []
     if origin == "pod":
@@ -293,34 +329,43 @@ def _external(
     reasons.append("externalTrafficPolicy=Local: only this node's endpoints")
     reasons.extend(sets.notes)
     masq = _Masq(False, "externalTrafficPolicy=Local: the client IP is preserved (no SNAT)")
-    exp = _dnat(sets.local, masq, src, origin, sets, inv + ["NV007"] + common, reasons)
+    exp = _dnat(sets.local, masq, source, sets, inv + ["NV007"] + common, reasons)
     return attrs.evolve(exp, warnings=exp.warnings + tuple(warnings))
 
 
 def _dnat(
     targets: frozenset[EndpointKey],
     masq: _Masq,
-    src: str,
-    origin: str,
+    source: _Src,
     sets: EndpointSets,
     invariants: list[str],
     reasons: list[str],
 ) -> Expectation:
-    """A DNAT expectation, with hairpin overrides and the NV010 return-path warning."""
+    """A DNAT expectation, with hairpin and local-delivery overrides and the NV010 warning."""
+    src, origin = source.ip, source.origin
     reasons = reasons + [masq.reason]
     warnings = [masq.warning] if masq.warning else []
     # endpoint addresses are canonical text (endpoint_infos), so compare canonical text
     src_text = str(parse_ip(src))
-    per_endpoint: list[tuple[EndpointKey, bool | None]] = [
-        (ep, True) for ep in sorted(targets) if ep[0] == src_text
-    ]
-    if per_endpoint:
+    per_endpoint: dict[EndpointKey, bool | None] = {}
+    # a node address as source is the host itself: its reply returns through lo, no hairpin
+    hairpin = [ep for ep in sorted(targets) if ep[0] == src_text and ep[0] not in source.own]
+    if hairpin:
+        per_endpoint.update((ep, True) for ep in hairpin)
         invariants = invariants + ["NV008"]
         reasons.append(
             f"hairpin: if {src} is sent to itself the connection must be masqueraded (issue 20475)"
         )
+    delivered = [ep for ep in sorted(targets) if ep[0] in source.own]
+    if delivered and origin != "host":
+        per_endpoint.update((ep, False) for ep in delivered)
+        reasons.append(
+            f"{', '.join(map(_show, delivered))} is an address of this node: a packet sent there "
+            "is delivered locally (INPUT) and never meets nat POSTROUTING, so it keeps its source "
+            "and the reply returns through this node's conntrack"
+        )
     if masq.value is False and origin == "external":
-        remote = [ep for ep in targets if not sets.is_local(ep) and ep not in dict(per_endpoint)]
+        remote = [ep for ep in targets if not sets.is_local(ep) and ep not in per_endpoint]
         if remote:
             invariants = invariants + ["NV010"]
             warnings.append(
@@ -333,7 +378,7 @@ def _dnat(
         masquerade=masq.value,
         invariants=tuple(dict.fromkeys(invariants)),
         reasons=tuple(reasons),
-        masquerade_for=tuple(per_endpoint),
+        masquerade_for=tuple(sorted(per_endpoint.items())),
         warnings=tuple(warnings),
     )
 

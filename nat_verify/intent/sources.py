@@ -3,7 +3,7 @@
 Each pair is ``(src ip, origin)``. Together they cover: an off-node client (outside every
 loadBalancerSourceRange), one client inside each range, the Service's own LB IP as a source
 (the node-reaching-its-LB exception), a pod of this node that is not an endpoint, each local
-endpoint pod (hairpin), a pod of another node (arrives from off the node), and the host (a node
+endpoint pod (hairpin; a hostNetwork endpoint is the host), a pod of another node (arrives from off the node), and the host (a node
 address; 127.0.0.1 for localhost NodePorts, which only the host can reach).
 """
 
@@ -64,9 +64,11 @@ def interesting_sources(
     pod = _non_endpoint_pod(cluster, node, family, {e.ip for e in infos})
     if pod is not None:
         add(pod, "pod")
+    own = node_addresses(cluster, node)
     for e in infos:
         if e.local:
-            add(e.ip, "pod")
+            # a hostNetwork endpoint's address is the node's: the host sends from it
+            add(e.ip, "host" if e.ip in own else "pod")
     for remote in _remote_pods(cluster, node, family, infos):
         add(remote, "external")
 
@@ -166,9 +168,11 @@ def _remote_pods(
 ) -> list[str]:
     """Pod addresses of other nodes: a remote endpoint, and a non-endpoint pod of another node."""
     out: list[str] = []
-    remote_eps = [e.ip for e in infos if not e.local]
+    own = node_addresses(cluster, node)
+    # an endpoint without nodeName may still be this node (the API server's own address)
+    remote_eps = [e.ip for e in infos if not e.local and e.ip not in own]
     out.extend(remote_eps[:1])
-    used = {e.ip for e in infos} | set(node_addresses(cluster, node))
+    used = {e.ip for e in infos} | set(own)
     for n in cluster.nodes:
         if n.name == node:
             continue

@@ -13,6 +13,10 @@ compared byte for byte with a given dump. The YAML loader passes the object's
 | ``nat-verify.io/legacy-layout`` | ``"true"`` / ``"false"`` | ``legacy_layout`` |
 | ``nat-verify.io/terminating-fallback`` | ``"true"`` / ``"false"`` | ``terminating_fallback`` |
 | ``nat-verify.io/large-cluster-threshold`` | integer | ``large_cluster_threshold`` |
+| ``nat-verify.io/kube-proxy-version`` | ``"1.Y"`` (1.16 or later) | ``kube_proxy_version`` |
+
+``kube-proxy-version`` selects the rule layout of that kube-proxy release (``kubeproxy.eras``,
+``docs/eras.md``); ``legacy-layout: "true"`` is the same as ``kube-proxy-version: "1.27"``.
 
 ``terminating_fallback`` is also the real feature gate ``featureGates.ProxyTerminatingEndpoints``
 of the KubeProxyConfiguration (GA and removed in 1.28+); the corpus YAML sets both.
@@ -20,6 +24,7 @@ of the KubeProxyConfiguration (GA and removed in 1.28+); the corpus YAML sets bo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +40,7 @@ NFACCT = PREFIX + "nfacct"
 LEGACY_LAYOUT = PREFIX + "legacy-layout"
 TERMINATING_FALLBACK = PREFIX + "terminating-fallback"
 LARGE_CLUSTER_THRESHOLD = PREFIX + "large-cluster-threshold"
+KUBE_PROXY_VERSION = PREFIX + "kube-proxy-version"
 
 _BOOLS = {
     RANDOM_FULLY: "random_fully",
@@ -74,7 +80,15 @@ def apply_annotations(cfg: ProxyConfig, annotations: Mapping[str, str]) -> Proxy
                 raise KubeInputError(
                     cfg.source.file, cfg.source.line, f"annotation {key}: expected an integer, received {raw!r}"
                 ) from None
+        elif key == KUBE_PROXY_VERSION:
+            # the compiler maps the release to its layout; here only the form is checked
+            m = re.fullmatch(r"v?1\.(\d+)(\.\d+)?", value)
+            if m is None or int(m.group(1)) < 16:
+                raise KubeInputError(
+                    cfg.source.file, cfg.source.line, f"annotation {key}: expected a release 1.16 or later such as \"1.27\", received {raw!r}"
+                )
+            changes["kube_proxy_version"] = value
         else:
-            known = ", ".join(sorted([MARK_SPELLING, LARGE_CLUSTER_THRESHOLD, *_BOOLS]))
+            known = ", ".join(sorted([MARK_SPELLING, LARGE_CLUSTER_THRESHOLD, KUBE_PROXY_VERSION, *_BOOLS]))
             raise KubeInputError(cfg.source.file, cfg.source.line, f"unknown annotation {key} (known: {known})")
     return attrs.evolve(cfg, **changes) if changes else cfg

@@ -10,9 +10,11 @@ from nat_verify.kube.documents import RawObject
 from nat_verify.kube.fields import Fields, ip_family
 from nat_verify.kube.meta import read_meta
 from nat_verify.kube.service import PROTOCOLS
-from nat_verify.model.cluster import Endpoint, EndpointPort, EndpointSlice
+from nat_verify.model.cluster import Endpoint, EndpointPort, EndpointSlice, Lines
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+CONTROLLER = "endpointslice-controller.k8s.io"
 ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
 
 
@@ -30,6 +32,11 @@ def read_endpointslice(obj: RawObject) -> EndpointSlice:
     if not f.has("addressType"):
         f.fail("addressType", "is required (IPv4, IPv6 or FQDN)")
     address_type = f.choice("addressType", ADDRESS_TYPES, "IPv4")
+    lines = [*meta.lines]
+    for key in ("addressType", "endpoints", "ports"):
+        if f.has(key):
+            lines.append((f.field(key), f.line(key)))
+    lines.extend((p.path, p.line()) for p in f.items("ports"))
     return EndpointSlice(
         namespace=meta.namespace,
         name=meta.name,
@@ -38,6 +45,8 @@ def read_endpointslice(obj: RawObject) -> EndpointSlice:
         endpoints=tuple(_endpoint(e, address_type) for e in f.items("endpoints")),
         ports=tuple(p for p in (_port(p) for p in f.items("ports")) if p is not None),
         source=meta.source,
+        managed_by=meta.labels.get(MANAGED_BY_LABEL, ""),
+        lines=Lines(tuple(lines)),
     )
 
 
@@ -50,7 +59,7 @@ def _endpoint(e: Fields, address_type: str) -> Endpoint:
         if address_type == "FQDN":
             addresses.append(value)
             continue
-        addr = e.ip("addresses", value, line=line)
+        addr = e.ip("addresses", value, line=line, sloppy=True)
         if ip_family(addr) != address_type:
             e.expect(
                 "addresses",
@@ -78,6 +87,7 @@ def _endpoint(e: Fields, address_type: str) -> Endpoint:
         zone=e.text("zone"),
         hint_zones=zones,
         target_pod=target,
+        line=e.line(),
     )
 
 

@@ -183,12 +183,19 @@ class Fields:
     def port(self, key: str, *, required: bool = False, default: int = 0) -> int:
         return self.integer(key, default, lo=1, hi=65535, required=required)
 
-    def ip(self, key: str, value: str, *, line: int | None = None) -> str:
-        return parse_ip(value, lambda: self.expect(key, "an IP address", value, line=line))
+    def ip(self, key: str, value: str, *, line: int | None = None, sloppy: bool = False) -> str:
+        """``sloppy``: leading zeros are decimal (``ParseIPSloppy``), for the Service and
+        EndpointSlice addresses kube-proxy reads that way (objects stored by older API servers)."""
+        text = unpadded(value.strip()) if sloppy else value
+        return parse_ip(text, lambda: self.expect(key, "an IP address", value, line=line))
 
-    def cidr(self, key: str, value: str, *, line: int | None = None) -> str:
+    def cidr(self, key: str, value: str, *, line: int | None = None, sloppy: bool = False) -> str:
+        text = value
+        if sloppy:
+            addr, sep, length = value.strip().partition("/")
+            text = f"{unpadded(addr)}{sep}{length}"
         return parse_cidr(
-            value, lambda: self.expect(key, "a CIDR such as 10.0.0.0/8", value, line=line)
+            text, lambda: self.expect(key, "a CIDR such as 10.0.0.0/8", value, line=line)
         )
 
 
@@ -205,6 +212,15 @@ def parse_ip(value: str, fail: Any) -> str:
     except ValueError:
         fail()
         raise  # unreachable: fail() raises
+
+
+def unpadded(text: str) -> str:
+    """An IPv4 address with leading zeros read as decimal (``172.30.0.041`` is 172.30.0.41),
+    as Kubernetes' ParseIPSloppy reads the addresses older API servers accepted."""
+    parts = text.split(".")
+    if len(parts) == 4 and all(p.isdigit() and p.isascii() and 0 < len(p) <= 3 for p in parts):
+        return ".".join(str(int(p)) for p in parts)
+    return text
 
 
 def parse_cidr(value: str, fail: Any) -> str:

@@ -1,44 +1,71 @@
 """Files -> ``Cluster``: dispatch each object by kind, check the set as a whole, fill gaps.
 
-Well-known kinds that do not affect Service networking (Deployments, ConfigMaps...) are
-skipped, so a whole application manifest can be given; any other kind is refused, because a
-typo in ``kind:`` would otherwise silently drop an object from the verification.
+Kinds read: Service, EndpointSlice, Endpoints (v1), Node, Pod, KubeProxyConfiguration, the
+workloads with Pod templates (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+ReplicationController) and the ConfigMap that holds kube-proxy's configuration. Well-known kinds
+that do not affect Service networking (Secrets, RBAC, Events...) are skipped silently; any other
+kind (a CustomResource, a kind nat-verify does not know, or a misspelt one) is skipped and counted
+in ``Cluster.skipped``, with the kind it may be a misspelling of, so a whole application or Helm
+release can be given and nothing is dropped without a word.
+
+Endpoints of a Service, in order of preference: its EndpointSlices as given; for a Service with a
+selector and Pods in the input, the slices the EndpointSlice controller would write
+(``synthesis``); its v1 Endpoints, converted (``endpoints``); otherwise none. A Service without a
+selector and without either has no endpoints, as kube-proxy sees it (its traffic is rejected),
+and the cluster carries a note saying so.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
+from nat_verify.kube.configmap import proxy_config_key, read_proxy_configmap
 from nat_verify.kube.documents import RawObject, read_file, spec_files
+from nat_verify.kube.endpoints import read_endpoints, slices_from_endpoints
 from nat_verify.kube.endpointslice import read_endpointslice
 from nat_verify.kube.errors import KubeInputError
 from nat_verify.kube.fields import Fields
 from nat_verify.kube.node import read_node
 from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
+from nat_verify.kube.selection import selects
 from nat_verify.kube.service import read_service
+from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
+from nat_verify.kube.workload import API_VERSIONS as WORKLOAD_API_VERSIONS
+from nat_verify.kube.workload import read_workload
 from nat_verify.model.cluster import (
     Cluster,
     EndpointSlice,
+    LegacyEndpoints,
+    LoadNote,
     Node,
     Pod,
     ProxyConfig,
     Service,
+    SkippedKind,
     SourceRef,
+    Workload,
 )
 
 API_VERSIONS = {
     "Service": "v1",
     "EndpointSlice": "discovery.k8s.io/v1",
+    "Endpoints": "v1",
     "Node": "v1",
     "Pod": "v1",
     "KubeProxyConfiguration": "kubeproxy.config.k8s.io/v1alpha1",
+    "ServiceCIDR": "networking.k8s.io/v1",
 }
+# earlier API versions read the same (ServiceCIDR was beta in 1.31 and 1.32)
+OTHER_API_VERSIONS = {"ServiceCIDR": ("networking.k8s.io/v1beta1",)}
+READ_KINDS = (*API_VERSIONS, *WORKLOAD_API_VERSIONS, "ConfigMap")
 
-# Kinds that carry nothing kube-proxy reads. Endpoints is here on purpose: kube-proxy reads
-# EndpointSlices only (the mirroring controller turns custom Endpoints into slices).
+# Kinds that carry nothing kube-proxy reads, skipped without a count.
 IGNORED_KINDS = frozenset(
     {
         "APIService",
@@ -50,13 +77,9 @@ IGNORED_KINDS = frozenset(
         "ClusterRole",
         "ClusterRoleBinding",
         "ComponentStatus",
-        "ConfigMap",
         "ControllerRevision",
         "CronJob",
         "CustomResourceDefinition",
-        "DaemonSet",
-        "Deployment",
-        "Endpoints",
         "Event",
         "FlowSchema",
         "HorizontalPodAutoscaler",
@@ -76,16 +99,12 @@ IGNORED_KINDS = frozenset(
         "PodTemplate",
         "PriorityClass",
         "PriorityLevelConfiguration",
-        "ReplicaSet",
-        "ReplicationController",
         "ResourceQuota",
         "Role",
         "RoleBinding",
         "RuntimeClass",
         "Secret",
         "ServiceAccount",
-        "ServiceCIDR",
-        "StatefulSet",
         "StorageClass",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
@@ -146,12 +165,16 @@ def build_cluster(
     objects: Sequence[RawObject], *, name: str = "", source: SourceRef | None = None
 ) -> Cluster:
     """The cluster made of already-read objects (kept public for tests and generators)."""
-    services: list[tuple[Service, bool]] = []
+    services: list[Service] = []
     slices: list[EndpointSlice] = []
     nodes: list[Node] = []
-    pods: list[tuple[Pod, str]] = []
+    pods: list[Pod] = []
+    workloads: list[Workload] = []
+    legacy: list[LegacyEndpoints] = []
     proxy: ProxyConfig | None = None
+    service_cidrs: list[str] = []
     seen: dict[tuple[str, str, str], SourceRef] = {}
+    skipped: dict[tuple[str, str], SkippedKind] = {}
 
     def once(kind: str, namespace: str, obj_name: str, src: SourceRef) -> None:
         key = (kind, namespace, obj_name)
@@ -162,61 +185,158 @@ def build_cluster(
             )
         seen[key] = src
 
+    def set_proxy(config: ProxyConfig, obj: RawObject) -> None:
+        nonlocal proxy
+        if proxy is not None:
+            raise KubeInputError(
+                obj.file,
+                obj.line,
+                "duplicate KubeProxyConfiguration "
+                f"(first defined at {proxy.source}); a cluster has one",
+            )
+        proxy = config
+
     for obj in objects:
         kind = _kind(obj)
         if kind is None:
             continue
-        if kind == "Service":
-            svc, publish = read_service(obj)
+        if kind == "?":
+            _skip(skipped, obj)
+        elif kind == "Service":
+            svc = read_service(obj)
             once(kind, svc.namespace, svc.name, svc.source)
-            services.append((svc, publish))
+            services.append(svc)
         elif kind == "EndpointSlice":
             es = read_endpointslice(obj)
             once(kind, es.namespace, es.name, es.source)
             slices.append(es)
+        elif kind == "Endpoints":
+            ep = read_endpoints(obj)
+            once(kind, ep.namespace, ep.name, ep.source)
+            legacy.append(ep)
         elif kind == "Node":
             node = read_node(obj)
             once(kind, "", node.name, node.source)
             nodes.append(node)
+        elif kind == "Pod" and _helm_hook(obj):
+            _skip(skipped, obj, "Pod (helm.sh/hook)")
         elif kind == "Pod":
-            pod, phase = read_pod(obj)
+            pod = read_pod(obj)
             once(kind, pod.namespace, pod.name, pod.source)
-            pods.append((pod, phase))
+            pods.append(pod)
+        elif kind == "ServiceCIDR":
+            cidr_name, cidrs = read_service_cidr(obj)
+            once(kind, "", cidr_name, SourceRef(obj.file, obj.line))
+            service_cidrs.extend(c for c in cidrs if c not in service_cidrs)
+        elif kind in WORKLOAD_API_VERSIONS:
+            w = read_workload(obj, kind)
+            once(kind, w.namespace, w.name, w.source)
+            workloads.append(w)
+        elif kind == "ConfigMap":
+            key = proxy_config_key(obj)
+            if key:
+                set_proxy(read_proxy_configmap(obj, key), obj)
         else:
-            config = read_proxy_config(obj)
-            if proxy is not None:
-                raise KubeInputError(
-                    obj.file,
-                    obj.line,
-                    "duplicate KubeProxyConfiguration "
-                    f"(first defined at {proxy.source}); a cluster has one",
-                )
-            proxy = config
+            set_proxy(read_proxy_config(obj), obj)
 
+    notes: list[LoadNote] = []
     with_slices = {(s.namespace, s.service_name) for s in slices}
-    for svc, publish in services:
+    had_slices = bool(slices)  # before synthesis adds any
+    any_slices = had_slices or bool(legacy)
+    by_key = {(e.namespace, e.name): e for e in legacy}
+    for svc in services:
         if (svc.namespace, svc.name) in with_slices or not _proxied(svc):
             continue
-        if svc.selector is None:
-            raise KubeInputError(
-                svc.source.file,
-                svc.source.line,
-                f"Service {svc.key} has no selector and no EndpointSlice labelled "
-                f"kubernetes.io/service-name={svc.name}: its endpoints are unknown "
-                "(add the EndpointSlice, or a selector and Pods)",
+        selected = any(p.namespace == svc.namespace and selects(svc.selector, p.labels) for p in pods)
+        found = by_key.get((svc.namespace, svc.name))
+        if selected:
+            slices.extend(synthesise_slices(svc, pods, nodes))
+        elif found is not None and not (svc.selector is None and found.skip_mirror and had_slices):
+            # skip-mirror says another writer keeps the slices (the API server does for
+            # default/kubernetes); with no slice in the input at all, the Endpoints are the evidence
+            slices.extend(slices_from_endpoints(found))
+            notes.append(LoadNote(
+                "NV027", svc.key,
+                f"Service {svc.key}: no EndpointSlice in the input; its endpoints are taken from the v1 "
+                f"Endpoints {found.namespace}/{found.name}" + (
+                    " (written by the Endpoints controller from the same Pods)" if svc.selector is not None else
+                    " (they carry endpointslice.kubernetes.io/skip-mirror: their writer keeps the slice itself, "
+                    "which the input lacks)" if found.skip_mirror else
+                    " (as the EndpointSlice mirroring controller copies them)"),
+                str(found.source),
+            ))  # fmt: skip
+        elif svc.selector is None:
+            if not any_slices:
+                hint = (
+                    "; the input has no EndpointSlice at all (kubectl cluster-info dump leaves them out): give "
+                    "`kubectl get endpointslices -A -o yaml` too if it has endpoints"
+                )
+            else:
+                hint = " (add the EndpointSlice, or a selector, if it should have some)"
+            why = (
+                f" (its Endpoints {found.namespace}/{found.name} carry endpointslice.kubernetes.io/skip-mirror, "
+                "so they are not mirrored)" if found is not None else ""
             )
-        if pods:
-            slices.extend(synthesise_slices(svc, publish, pods, nodes))
+            notes.append(LoadNote(
+                "NV003", svc.key,
+                f"Service {svc.key} has no selector and no EndpointSlice labelled "
+                f"kubernetes.io/service-name={svc.name}{why}: it has no endpoints, so kube-proxy rejects "
+                f"its traffic{hint}",
+                str(svc.source),
+            ))  # fmt: skip
+        elif pods:
+            slices.extend(synthesise_slices(svc, pods, nodes))
 
     return Cluster(
-        services=tuple(s for s, _ in services),
+        services=tuple(services),
         slices=tuple(slices),
         nodes=tuple(nodes),
-        pods=tuple(p for p, _ in pods),
+        pods=tuple(pods),
         proxy=proxy if proxy is not None else ProxyConfig(),
+        service_cidrs=tuple(service_cidrs),
         name=name,
         source=source if source is not None else SourceRef(),
+        workloads=tuple(workloads),
+        legacy_endpoints=tuple(legacy),
+        notes=tuple(notes),
+        skipped=tuple(skipped.values()),
     )
+
+
+def require_services(cluster: Cluster) -> None:
+    """Refuse a cluster without any Service: there is nothing to verify, and saying OK would lie."""
+    if cluster.services:
+        return
+    where = cluster.source.file or cluster.name or "<input>"
+    hint = ""
+    if cluster.skipped:
+        shown = ", ".join(describe_skipped(s) for s in cluster.skipped[:3])
+        hint = f"; skipped {shown}"
+    raise KubeInputError(where, 0, f"no Service found in the input{hint}")
+
+
+def describe_skipped(s: SkippedKind) -> str:
+    """``3 objects of kind Foo (example.com/v1), first at x.yaml:3 (did you mean Service?)``."""
+    what = f"{s.count} object{'s' if s.count != 1 else ''} of kind {s.kind} ({s.api_version or 'no apiVersion'})"
+    return f"{what}, first at {s.first}" + (f" (did you mean {s.hint}?)" if s.hint else "")
+
+
+def _helm_hook(obj: RawObject) -> bool:
+    """A Pod of a Helm hook (``helm test`` and the like) in rendered manifests: it runs only
+    when the hook fires, so it is not one of the Pods a Service of the release selects."""
+    meta = obj.data.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    return isinstance(notes, dict) and "helm.sh/hook" in notes and obj.data.get("status") is None
+
+
+def _skip(skipped: dict[tuple[str, str], SkippedKind], obj: RawObject, kind: str = "") -> None:
+    kind, version = kind or str(obj.data.get("kind", "")), str(obj.data.get("apiVersion", ""))
+    key = (kind, version)
+    if key in skipped:
+        skipped[key] = attrs.evolve(skipped[key], count=skipped[key].count + 1)
+        return
+    close = difflib.get_close_matches(kind, READ_KINDS, n=1, cutoff=0.75) if kind not in READ_KINDS else []
+    skipped[key] = SkippedKind(kind, version, 1, SourceRef(obj.file, obj.line), close[0] if close else "")
 
 
 def _proxied(svc: Service) -> bool:
@@ -225,21 +345,21 @@ def _proxied(svc: Service) -> bool:
 
 
 def _kind(obj: RawObject) -> str | None:
-    """The kind if nat-verify reads it, ``None`` if it is a known kind to skip."""
+    """The kind if nat-verify reads it, ``None`` for a known kind to skip, ``"?"`` for any other."""
     f = Fields(obj.file, obj.data, "Kubernetes object")
     kind = f.text("kind", required=True)
     api_version = f.text("apiVersion", required=True)
     if kind in API_VERSIONS:
-        if api_version != API_VERSIONS[kind]:
+        if api_version != API_VERSIONS[kind] and api_version not in OTHER_API_VERSIONS.get(kind, ()):
             f.fail(
                 "apiVersion",
                 f"must be {API_VERSIONS[kind]!r} for kind {kind} (got {api_version!r})",
             )
         return kind
+    if kind in WORKLOAD_API_VERSIONS:
+        return kind if api_version in WORKLOAD_API_VERSIONS[kind] else "?"
+    if kind == "ConfigMap":
+        return kind if api_version == "v1" else "?"
     if kind in IGNORED_KINDS:
         return None
-    f.fail(
-        "kind",
-        f"must be one of {', '.join(API_VERSIONS)} or a well-known kind without "
-        f"effect on Services such as Deployment or ConfigMap (got {kind!r})",
-    )
+    return "?"

@@ -15,6 +15,7 @@ from nat_verify.kube.fields import Fields, ip_family
 from nat_verify.model.cluster import ProxyConfig, SourceRef
 
 DETECT_LOCAL_MODES = ("ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix")
+PROXY_MODES = ("iptables", "nftables", "ipvs")
 
 
 def read_proxy_config(obj: RawObject) -> ProxyConfig:
@@ -33,6 +34,8 @@ def read_proxy_config(obj: RawObject) -> ProxyConfig:
     if mode == "ClusterCIDR" and not cidrs:
         mode = ""
     ipt = f.mapping_or_empty("iptables")
+    # "" is the platform default, iptables on Linux; kernelspace is Windows-only
+    proxy_mode = f.choice("mode", PROXY_MODES, "iptables")
     cfg = ProxyConfig(
         cluster_cidrs=cidrs,
         detect_local_mode=mode,
@@ -43,6 +46,7 @@ def read_proxy_config(obj: RawObject) -> ProxyConfig:
         masquerade_bit=ipt.integer("masqueradeBit", 14, lo=0, hi=31),
         node_port_addresses=_node_port_addresses(f),
         localhost_node_ports=ipt.boolean("localhostNodePorts", True),
+        mode=proxy_mode,  # type: ignore[arg-type]
         source=SourceRef(obj.file, obj.line),
     )
     gates = obj.data.get("featureGates") or {}

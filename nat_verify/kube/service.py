@@ -5,7 +5,7 @@ from __future__ import annotations
 from nat_verify.kube.documents import RawObject
 from nat_verify.kube.fields import Fields, ip_family, is_port_name
 from nat_verify.kube.meta import read_meta
-from nat_verify.model.cluster import LoadBalancerIngress, Service, ServicePort
+from nat_verify.model.cluster import Lines, LoadBalancerIngress, Service, ServicePort
 
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
@@ -15,8 +15,7 @@ SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-rang
 MAX_AFFINITY_TIMEOUT = 86400
 
 
-def read_service(obj: RawObject) -> tuple[Service, bool]:
-    """The Service and its ``publishNotReadyAddresses`` (needed only to synthesise slices)."""
+def read_service(obj: RawObject) -> Service:
     meta = read_meta(obj, "Service")
     f = meta.fields
     spec = f.mapping_or_empty("spec")
@@ -60,7 +59,7 @@ def read_service(obj: RawObject) -> tuple[Service, bool]:
         # An empty selector selects nothing for the EndpointSlice controller: selector-less.
         selector=tuple(sorted(selector.items())) if selector else None,
         external_ips=tuple(
-            spec.ip("externalIPs", v, line=ln) for v, ln in spec.strings("externalIPs")
+            spec.ip("externalIPs", v, line=ln, sloppy=True) for v, ln in spec.strings("externalIPs")
         ),
         lb_ingress=_ingress(f) if svc_type == "LoadBalancer" else (),
         lb_source_ranges=_source_ranges(spec, meta.annotations, meta.fields),
@@ -71,8 +70,25 @@ def read_service(obj: RawObject) -> tuple[Service, bool]:
         health_check_node_port=hc_port,
         ip_families=families,
         source=meta.source,
+        publish_not_ready_addresses=spec.boolean("publishNotReadyAddresses", False),
+        lines=_lines(meta.lines, spec),
     )
-    return svc, spec.boolean("publishNotReadyAddresses", False)
+    return svc
+
+
+def _lines(meta_lines: tuple[tuple[str, int], ...], spec: Fields) -> Lines:
+    """The lines a finding about the Service may name: its selector (each key) and ports."""
+    out = [*meta_lines]
+    for key in ("selector", "ports", "publishNotReadyAddresses"):
+        if spec.has(key):
+            out.append((spec.field(key), spec.line(key)))
+    sel = spec.mapping("selector")
+    if sel is not None:
+        out.extend((sel.field(str(k)), sel.line(str(k))) for k in sel.data)
+    for item in spec.items("ports"):
+        out.append((item.path, item.line()))
+        out.extend((item.field(k), item.line(k)) for k in ("port", "targetPort", "protocol", "name") if item.has(k))
+    return Lines(tuple(out))
 
 
 def _cluster_ips(spec: Fields) -> tuple[str, ...]:
@@ -87,7 +103,7 @@ def _cluster_ips(spec: Fields) -> tuple[str, ...]:
             spec.expect("clusterIPs", "['None'] alone for a headless Service", values)
         return ("None",)
     key = "clusterIPs" if listed else "clusterIP"
-    out = tuple(spec.ip(key, v, line=ln) for v, ln in zip(values, lines, strict=True))
+    out = tuple(spec.ip(key, v, line=ln, sloppy=True) for v, ln in zip(values, lines, strict=True))
     if len(out) > 2 or (len(out) == 2 and ip_family(out[0]) == ip_family(out[1])):
         spec.expect(key, "at most one address per IP family", list(values))
     return out
@@ -187,7 +203,7 @@ def _ingress(f: Fields) -> tuple[LoadBalancerIngress, ...]:
         ip = ing.text("ip")
         out.append(
             LoadBalancerIngress(
-                ip=ing.ip("ip", ip) if ip else "",
+                ip=ing.ip("ip", ip, sloppy=True) if ip else "",
                 hostname=ing.text("hostname"),
                 ip_mode=ing.choice("ipMode", ("", "VIP", "Proxy"), ""),
             )
@@ -198,8 +214,8 @@ def _ingress(f: Fields) -> tuple[LoadBalancerIngress, ...]:
 def _source_ranges(spec: Fields, annotations: dict[str, str], f: Fields) -> tuple[str, ...]:
     listed = spec.strings("loadBalancerSourceRanges")
     if listed:
-        return tuple(spec.cidr("loadBalancerSourceRanges", v, line=ln) for v, ln in listed)
+        return tuple(spec.cidr("loadBalancerSourceRanges", v, line=ln, sloppy=True) for v, ln in listed)
     raw = annotations.get(SOURCE_RANGES_ANNOTATION, "")
     parts = [p for p in (s.strip() for s in raw.split(",")) if p]
     md = f.mapping_or_empty("metadata").mapping_or_empty("annotations")
-    return tuple(md.cidr(SOURCE_RANGES_ANNOTATION, p) for p in parts)
+    return tuple(md.cidr(SOURCE_RANGES_ANNOTATION, p, sloppy=True) for p in parts)

@@ -4,12 +4,13 @@ Used only when a spec gives Pods but no slices for a Service, so small specs can
 with Pods alone. It follows the controller (``k8s.io/endpointslice``):
 
 * candidates: Pods in the Service's namespace whose labels contain the selector, not in a
-  terminal phase (Succeeded/Failed), with an IP of the slice's family;
+  terminal phase (Succeeded/Failed), with an IP of the slice's family (``kube.selection``);
 * conditions: serving = pod Ready; terminating = deletionTimestamp set; ready = serving and not
   terminating, or true when the Service sets publishNotReadyAddresses;
 * ports: one per Service port, named after it, numbered by ``targetPort`` (a number as is,
-  a name through the container port of that name and protocol); a Pod without such a
-  container port simply has no entry for that Service port;
+  a name through the container port of that name and protocol, sidecars included:
+  ``selection.resolve_target_port``); a Pod without such a container port simply has no entry
+  for that Service port;
 * one slice per address family and distinct port set; a Service whose selector matches no
   Pod gets one empty placeholder slice per family, as the controller writes.
 """
@@ -19,25 +20,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nat_verify.kube.fields import ip_family
+from nat_verify.kube.selection import is_endpoint_candidate, resolve_target_port, selects
 from nat_verify.model.cluster import Endpoint, EndpointPort, EndpointSlice, Node, Pod, Service
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def synthesise_slices(
-    svc: Service,
-    publish_not_ready: bool,
-    pods: Iterable[tuple[Pod, str]],
-    nodes: Iterable[Node],
+    svc: Service, pods: Iterable[Pod], nodes: Iterable[Node]
 ) -> tuple[EndpointSlice, ...]:
     assert svc.selector is not None
+    publish_not_ready = svc.publish_not_ready_addresses
     zones = {n.name: n.zone for n in nodes}
     selected = [
         p
-        for p, phase in pods
-        if p.namespace == svc.namespace
-        and phase not in TERMINAL_PHASES
-        and set(svc.selector) <= set(p.labels)
+        for p in pods
+        if p.namespace == svc.namespace and is_endpoint_candidate(p) and selects(svc.selector, p.labels)
     ]
     families = svc.ip_families or _pod_families(selected)
     out: list[EndpointSlice] = []
@@ -73,6 +69,7 @@ def synthesise_slices(
                     ports=ports,
                     # Findings about a synthesised slice point at the Service that caused it.
                     source=svc.source,
+                    origin="synthesised",
                 )
             )
     return tuple(out)
@@ -81,18 +78,7 @@ def synthesise_slices(
 def _ports(svc: Service, pod: Pod) -> tuple[EndpointPort, ...]:
     out = []
     for sp in svc.ports:
-        number: int | None
-        if isinstance(sp.target_port, int):
-            number = sp.target_port
-        else:
-            number = next(
-                (
-                    cp.port
-                    for cp in pod.ports
-                    if cp.name == sp.target_port and cp.protocol == sp.protocol
-                ),
-                None,
-            )
+        number = resolve_target_port(pod.ports, sp).number
         if number is not None:
             out.append(EndpointPort(port=number, protocol=sp.protocol, name=sp.name))
     return tuple(out)

@@ -5,11 +5,17 @@ README
 
 Public API
 ----------
-``compile_node(cluster, node, family=4, base_jumps=True) -> str``
+``compile_node(cluster, node, family=4, base_jumps=True, era=None) -> str``
     iptables-restore text (``*filter ... COMMIT`` then ``*nat ... COMMIT``) of a full sync on
     ``node`` for one IP family, in upstream's canonical order (``canonical.py``). With
     ``base_jumps`` the jump rules from the built-in chains are added (declared ``:INPUT - [0:0]``,
     which ``iptables-restore --noflush`` accepts without flushing or changing the policy).
+    ``era`` is the kube-proxy release layout (``eras.py``; default: the KubeProxyConfiguration's
+    ``kube_proxy_version`` or ``legacy_layout``, else the newest). See ``docs/eras.md``.
+``eras.ERAS``, ``eras.era_for_version("1.21")``
+    the layouts from 1.16 to the current one, and which one a release writes.
+``infer.infer_era(text)``, ``infer.choose_era(...)``
+    the era a dump's own rules show (works on excerpts), with the evidence lines.
 ``canonical_order(text) -> str``
     upstream's ``sortIPTablesRules`` for any restore text (to compare dumps order-insensitively).
 ``chain_owners(cluster, family) -> dict[str, str]``, ``owners_from_comments(text)``,
@@ -37,6 +43,8 @@ How a given build or test harness *spells* the rules; not kube-proxy settings:
 * ``nat-verify.io/terminating-fallback: "true" | "false"`` -> ``terminating_fallback`` (also the
   real ``featureGates.ProxyTerminatingEndpoints``)
 * ``nat-verify.io/large-cluster-threshold: "<int>"`` -> ``large_cluster_threshold``
+* ``nat-verify.io/kube-proxy-version: "1.Y"`` -> ``kube_proxy_version``: the rule layout of
+  that release (``eras.py``); ``legacy-layout: "true"`` is the same as ``"1.27"``
 
 Semantics notes (all from upstream ``proxier.go`` / ``topology.go``)
 --------------------------------------------------------------------

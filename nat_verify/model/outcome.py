@@ -82,6 +82,17 @@ def _frac(p: Fraction) -> str:
     return str(p.numerator) if p.denominator == 1 else f"{p.numerator}/{p.denominator}"
 
 
+def probability_text(p: Fraction) -> str:
+    """A probability as a person reads it: ``0.5000``, ``0.1000``; the exact value is for JSON.
+
+    kube-proxy's cascade gives the kernel thresholds in steps of 2^-31, so the exact shares are
+    fractions with 30-digit terms; four decimals show a skew that matters and hide the rounding.
+    """
+    if p == 0 or p >= Fraction(1, 10_000):
+        return f"{float(p):.4f}"
+    return f"{float(p):.1e}"
+
+
 @attrs.frozen
 class Trace:
     packet: Packet
@@ -92,14 +103,32 @@ class Trace:
         return any(o.verdict == "inconclusive" for o in self.outcomes)
 
     def to_json(self) -> dict[str, object]:
+        """The ``nat_verify.trace/v1`` document.
+
+        Where the packet is DNATed to more than one endpoint, each DNAT outcome also says what a
+        uniform choice would give (``uniform``: the DNAT mass split n ways) and how far its exact
+        probability is from that (``from_uniform``), so a skewed cascade shows without arithmetic.
+        """
+        outcomes = [o.to_json() for o in self.outcomes]
+        dnat = [i for i, o in enumerate(self.outcomes) if o.dnat]
+        if len(dnat) > 1:
+            uniform = sum((self.outcomes[i].probability for i in dnat), Fraction(0)) / len(dnat)
+            for i in dnat:
+                outcomes[i]["uniform"] = _frac(uniform)
+                outcomes[i]["from_uniform"] = _frac(self.outcomes[i].probability - uniform)
         return {
             "format": "nat_verify.trace/v1",
             "packet": self.packet.to_json(),
-            "outcomes": [o.to_json() for o in self.outcomes],
+            "outcomes": outcomes,
         }
 
 
 Status = Literal["proved", "holds", "violated", "inconclusive"]
+
+# How much a finding matters: an error fails the run (exit code 1); a warning is a risk the
+# configuration chose or allowed; a note is information (a construct the model skipped ...).
+Severity = Literal["error", "warning", "note"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "note")
 
 
 @attrs.frozen
@@ -110,14 +139,29 @@ class Finding:
     service: str  # ns/name:port (or ns/name) or "" for node-wide findings
     node: str
     message: str
-    severity: Literal["error", "warning", "note"] = "error"
+    severity: Severity = "error"
     packet: Packet | None = None
     expected: str = ""
     actual: str = ""
     path: tuple[Step, ...] = ()
     location: str = ""  # file:line of the object or rule at fault
+    # evidence for the reader, added where the ruleset is at hand (nat_verify.report.evidence):
+    rules: tuple[str, ...] = ()  # the text of each step's rule, as the dump has it ("" unknown)
+    outcome: Outcome | None = None  # the outcome of ``packet`` that took ``path``
 
     def to_json(self) -> dict[str, object]:
+        d = self._core_json()
+        if any(s.target for s in self.path):
+            d["targets"] = [s.target for s in self.path]
+        if any(self.rules):
+            d["rules"] = list(self.rules)
+        if self.outcome is not None:
+            o = self.outcome.to_json()
+            del o["path"], o["lines"]
+            d["outcome"] = o
+        return d
+
+    def _core_json(self) -> dict[str, object]:
         return {
             "invariant": self.invariant,
             "service": self.service,

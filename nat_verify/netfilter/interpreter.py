@@ -133,10 +133,8 @@ class Interpreter:
         st = PacketState.__new__(PacketState)
         st.src, st.sport, st.dst, st.dport = packet.src, packet.sport, packet.dst, packet.dport
         st.proto, st.mark, st.ctmark = packet.proto, packet.mark, 0
-        if packet.in_iface:
-            st.in_iface = packet.in_iface
-        else:
-            st.in_iface = {"external": self.ctx.ext_iface, "pod": self.ctx.pod_iface, "host": ""}[packet.origin]
+        # the interface as far as the node's facts tell it ("?<fact>" when not known)
+        st.in_iface = packet.in_iface or self.ctx.in_iface(packet.origin)
         st.out_iface = ""
         st.prob = Fraction(1)
         st.path = ()
@@ -231,6 +229,7 @@ class Interpreter:
             # walk from probability 1, so that each result's probability is its factor
             before = s.copy()
             before.prob = _ONE
+            before.wlog = ()  # the walk logs its own writes (summary.capture replays those)
             deltas = summary.capture(before, walk(before.copy()))
             if self._memo_size < 1_000_000:
                 table[k] = deltas
@@ -253,8 +252,10 @@ class Interpreter:
 
     def _call(self, ch: Chain, s: PacketState, depth: int) -> list[Result]:
         """Run a chain from its first rule, through its summary when one applies."""
+        if not self.memo:
+            return self._run_chain(ch, s, depth)
         info = self.analyser.info(ch.key)
-        if not (self.memo and info.ok):
+        if not info.ok:
             return self._run_chain(ch, s, depth)
         return self._replay(ch.key, info, s, lambda s0: self._run_chain(ch, s0, depth))
 
@@ -344,7 +345,7 @@ _VERDICTS = {
 }
 
 
-_SRC, _SPORT, _DST, _DPORT = 1, 2, 4, 8
+_SRC, _SPORT, _DST, _DPORT, _MARK = 1, 2, 4, 8, 16
 
 
 def _instantiate(o: Outcome, keep: int, p: Packet) -> Outcome:
@@ -352,20 +353,21 @@ def _instantiate(o: Outcome, keep: int, p: Packet) -> Outcome:
     the packet's own."""
     if not keep:
         return o
-    return attrs.evolve(
-        o,
-        src=p.src if keep & _SRC else o.src,
-        sport=p.sport if keep & _SPORT else o.sport,
-        dst=p.dst if keep & _DST else o.dst,
-        dport=p.dport if keep & _DPORT else o.dport,
-    )
+    # spelled out rather than attrs.evolve: this runs for every outcome of every replayed trace
+    return Outcome(
+        probability=o.probability, verdict=o.verdict,
+        dst=p.dst if keep & _DST else o.dst, dport=p.dport if keep & _DPORT else o.dport,
+        src=p.src if keep & _SRC else o.src, sport=p.sport if keep & _SPORT else o.sport,
+        dnat=o.dnat, masquerade=o.masquerade, snat=o.snat, reject_with=o.reject_with, path=o.path,
+        reason=o.reason, recent_set=o.recent_set, mark=p.mark if keep & _MARK else o.mark,
+    )  # fmt: skip
 
 
 def _untouched(s: PacketState) -> int:
     w = s.wlog
     return (
         (0 if "src" in w else _SRC) | (0 if "sport" in w else _SPORT)
-        | (0 if "dst" in w else _DST) | (0 if "dport" in w else _DPORT)
+        | (0 if "dst" in w else _DST) | (0 if "dport" in w else _DPORT) | (0 if "mark" in w else _MARK)
     )  # fmt: skip
 
 
@@ -442,6 +444,8 @@ def returns_through_node(packet: Packet, outcome: Outcome, ctx: NodeContext) -> 
     """
     if outcome.verdict not in ("forward", "accept"):
         return True
+    if not (outcome.masquerade or outcome.snat) and ctx.reply_bridged(packet.origin, packet.src, outcome.dst):
+        return False  # bridge-nf-call-iptables=0: the reply is bridged past conntrack
     if outcome.masquerade or outcome.snat or packet.origin in ("pod", "host"):
         return True
     if not outcome.dnat:

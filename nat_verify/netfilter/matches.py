@@ -36,6 +36,7 @@ from nat_verify.netfilter.predicate import (
     chance,
     negate,
 )
+from nat_verify.netfilter.ruleset import UNSEEN_MODULE
 from nat_verify.netfilter.spec import (
     FACT_ADDRESSES,
     FACT_INTERFACES,
@@ -66,9 +67,9 @@ BROADCAST4 = ipaddress.ip_network("255.255.255.255/32")
 
 def missing(ctx: NodeContext, fact: str, what: str) -> Unknown | None:
     """``Unknown`` when the node fact ``fact`` was not given (``what`` reads it)."""
-    if fact in ctx.facts:
+    if ctx.knows(fact):
         return None
-    return Unknown(f"{what} reads the node's {fact}, which were not given")
+    return Unknown(f"{what} reads the {fact}, which were not given")
 
 
 def _addr(field: str, g: Given | None) -> Pred:
@@ -83,12 +84,11 @@ def _ports(field: str, g: Given | None) -> Pred:
     return negate(PortIn(field, g.value), g.negated)
 
 
-def _iface(field: str, g: Given | None, ctx: NodeContext, what: str) -> Pred:
+def _iface(field: str, g: Given | None) -> Pred:
+    # the walk state carries the interface as far as it is known (an unknown name is
+    # "?<fact>"): IfaceIs answers Unknown on it, so there is nothing to check here
     if g is None:
         return TRUE
-    unknown = missing(ctx, FACT_INTERFACES, what)
-    if unknown is not None:
-        return unknown
     name, prefix = g.value
     if prefix and not name:
         return negate(TRUE, g.negated)  # "-i +" is any interface
@@ -109,8 +109,8 @@ def _core(o: Opts, ctx: NodeContext) -> Pred:
     return all_of([
         _addr("src", o.get("-s")),
         _addr("dst", o.get("-d")),
-        _iface("in_iface", o.get("-i"), ctx, "-i"),
-        _iface("out_iface", o.get("-o"), ctx, "-o"),
+        _iface("in_iface", o.get("-i")),
+        _iface("out_iface", o.get("-o")),
         _proto(o.get("-p")),
         # the first packet of a connection is never a non-first fragment
         negate(FALSE, o["-f"].negated) if "-f" in o else TRUE,
@@ -326,17 +326,32 @@ PKTTYPE = MatchSpec(
 )
 
 
+def set_members(ctx: NodeContext, name: str, field: str, seen: frozenset[str] = frozenset()) -> Pred:
+    """Membership of ``field`` in ipset ``name`` as far as the node's sets are known: the
+    addresses it matches (its members minus the more specific ``nomatch`` entries), for a
+    ``list:set`` any of its sets, else Unknown."""
+    s = ctx.ipset_named(name)
+    if s is None:
+        return Unknown(f"ipset {name!r}: its members are not known (give --ipset with `ipset save` output)")
+    if s.type.startswith("list:"):
+        if name in seen:
+            return Unknown(f"ipset {name!r} contains itself")
+        return any_of([set_members(ctx, c, field, seen | {name}) for c in s.children])
+    if not s.by_address:
+        return Unknown(f"ipset {name!r} is {s.type}: a match on it depends on more than the address")
+    if s.family != ctx.family:
+        return FALSE
+    return AddrIn(field, s.matching_networks())
+
+
 def _set(o: Opts, ctx: NodeContext) -> Pred:
     g = o["--match-set"]
     name, flags = g.value
     parts: list[Pred] = []
-    members = ctx.ipset(name) if FACT_IPSETS in ctx.facts else None
-    if members is None or "," in flags:
-        parts.append(Unknown(f"ipset {name!r} ({flags}): its members are not known"))
+    if "," in flags:
+        parts.append(Unknown(f"ipset {name!r} ({flags}): a match on more than one address"))
     else:
-        field = "src" if flags.split(",")[0] == "src" else "dst"
-        nets = tuple(n for n in members if n.version == ctx.family)
-        parts.append(negate(AddrIn(field, nets), g.negated))
+        parts.append(negate(set_members(ctx, name, "src" if flags == "src" else "dst"), g.negated))
     for counter in ("--packets-eq", "--packets-lt", "--packets-gt", "--bytes-eq", "--bytes-lt", "--bytes-gt"):
         if counter in o:
             parts.append(Unknown(f"set {counter} depends on the set's counters"))
@@ -506,6 +521,13 @@ RECENT = MatchSpec(
     required=(_VERBS,),
 )
 
+# what an excerpt does not show (``netfilter.excerpt``): a marker rule no evaluator can decide
+UNSEEN = MatchSpec(
+    UNSEEN_MODULE,
+    lambda o, ctx: Unknown(o["--reason"].text if "--reason" in o else "not in the excerpt"),
+    (OptionSpec("--reason", Text(), negatable=False),),
+    note="nat-verify's own marker",
+)
 COMMENT = MatchSpec("comment", lambda o, ctx: TRUE, (OptionSpec("--comment", Text(), negatable=False),))
 NFACCT = MatchSpec("nfacct", lambda o, ctx: TRUE, (OptionSpec("--nfacct-name", Text(), negatable=False),))
 
@@ -532,7 +554,7 @@ SOCKET = MatchSpec(
 
 MODELLED = (
     TCP, UDP, UDPLITE, SCTP, DCCP, MULTIPORT, ICMP, ICMP6, ADDRTYPE, IPRANGE, PKTTYPE, SET, MARK, CONNMARK,
-    CONNTRACK, STATE, STATISTIC, RECENT, COMMENT, NFACCT, PHYSDEV, SOCKET,
+    CONNTRACK, STATE, STATISTIC, RECENT, COMMENT, NFACCT, PHYSDEV, SOCKET, UNSEEN,
 )  # fmt: skip
 
 # Match modules Linux has (xt_*, ipt_*, ip6t_*) that the model does not evaluate: their options

@@ -5,44 +5,51 @@ Accepted: every table, ``# Generated/Completed`` comments, chain lines with poli
 strings with backslash escapes (as iptables prints them), ``!`` before an option (current
 spelling) or before its argument (old spelling), and kube-proxy's restore-input spelling
 (``--or-mark``, unquoted comments, 10-decimal probabilities). Options are grouped the way
-iptables groups them: core options, then one group per ``-m MODULE``, then the target.
+iptables groups them: core options, then one group per ``-m MODULE``, then the target
+(``ruleargs``, which decides the grouping once per rule shape).
 
 Anything malformed raises ``DumpError`` naming the file and line; the dump is never half
-loaded.
+loaded. Excerpts (a grep, ``iptables -S``, a paste) are read by ``excerpt`` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import ipaddress
 import re
+from collections.abc import Iterator
 
+from nat_verify import dumpformat
 from nat_verify.netfilter.registry import TARGET_NAMES
+from nat_verify.netfilter.ruleargs import (
+    CORE_OPTIONS,
+    STRING_OPTIONS,
+    parse_rule,
+    parse_rule_args,
+    tokenize,
+)
 from nat_verify.netfilter.ruleset import (
     BUILTIN_CHAINS,
     Chain,
-    Match,
     Option,
     Rule,
     Ruleset,
     Table,
-    Target,
 )
 
+__all__ = [
+    "CORE_OPTIONS",
+    "KNOWN_TARGETS",
+    "STRING_OPTIONS",
+    "DumpError",
+    "parse",
+    "parse_file",
+    "parse_rule_args",
+    "tokenize",
+]
+
 MAX_LINE = 65536
-
-CORE_OPTIONS = {
-    "-s": "-s", "--source": "-s", "--src": "-s",
-    "-d": "-d", "--destination": "-d", "--dst": "-d",
-    "-p": "-p", "--protocol": "-p",
-    "-i": "-i", "--in-interface": "-i",
-    "-o": "-o", "--out-interface": "-o",
-    "-f": "-f", "--fragment": "-f",
-}  # fmt: skip
-
-CORE_ORDER = {"-s": 0, "-d": 1, "-i": 2, "-o": 3, "-p": 4, "-f": 5}
-
-# options whose value is free text (iptables prints them with xtables_save_string)
-STRING_OPTIONS = frozenset({"--comment", "--log-prefix", "--nflog-prefix", "--helper"})
 
 # Targets that are not chains (the registry's). Anything else must be a chain of the same table.
 KNOWN_TARGETS = TARGET_NAMES
@@ -69,179 +76,12 @@ class DumpError(Exception):
         self.message = message
 
 
-_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"]+)|(")')
-_UNESCAPE = re.compile(r"\\(.)")
 _CONTROL_ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # \r at a line end is allowed (CRLF files)
-
-
-def tokenize(text: str) -> list[tuple[str, bool]]:
-    """Split a rule into (token, quoted) pairs the way iptables-restore does.
-
-    Double quotes group words; a backslash inside quotes escapes the next character.
-    Raises ValueError on an unterminated quote.
-    """
-    if '"' not in text:
-        return [(t, False) for t in text.split()]
-    out: list[tuple[str, bool]] = []
-    for quoted, plain, stray in _QUOTED.findall(text):
-        if stray:
-            raise ValueError("unterminated double quote")
-        if plain:
-            out.append((plain, False))
-        else:
-            out.append((_UNESCAPE.sub(r"\1", quoted), True))
-    return out
-
-
-# Rules repeat the same options over and over (-p tcp, -m comment fragments, KUBE-MARK-MASQ):
-# interning them makes a large dump several times smaller in memory and faster to build.
-_OPTIONS: dict[tuple[str, tuple[str, ...], bool], Option] = {}
-_MATCHES: dict[tuple[str, tuple[Option, ...]], Match] = {}
-_TARGETS: dict[tuple[str, tuple[Option, ...], bool], Target] = {}
-_INTERN_LIMIT = 1 << 20
+# a dotted quad with an optional prefix length, exactly as ipaddress accepts it (no leading
+# zeros): the common case checked without building an address object
+_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:/(?:3[0-2]|[12]?\d))?")
 _ADDR_FAMILY: dict[str, int] = {}
-
-
-def _option(name: str, args: tuple[str, ...], neg: bool) -> Option:
-    key = (name, args, neg)
-    o = _OPTIONS.get(key)
-    if o is None:
-        o = Option(name, args, neg)
-        if len(_OPTIONS) < _INTERN_LIMIT:
-            _OPTIONS[key] = o
-    return o
-
-
-def _match(module: str, options: tuple[Option, ...]) -> Match:
-    key = (module, options)
-    m = _MATCHES.get(key)
-    if m is None:
-        m = Match(module, options)
-        if len(_MATCHES) < _INTERN_LIMIT:
-            _MATCHES[key] = m
-    return m
-
-
-def _target(name: str, options: tuple[Option, ...], goto: bool) -> Target:
-    key = (name, options, goto)
-    t = _TARGETS.get(key)
-    if t is None:
-        t = Target(name, options, goto)
-        if len(_TARGETS) < _INTERN_LIMIT:
-            _TARGETS[key] = t
-    return t
-
-
-def _is_option(tok: str, quoted: bool) -> bool:
-    return not quoted and tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit()
-
-
-def parse_rule_args(
-    tokens: list[tuple[str, bool]],
-) -> tuple[str, tuple[Option, ...], tuple[Match, ...], Target, tuple[int, int] | None]:
-    """Group a rule's tokens; returns (chain, core, matches, target, counters).
-
-    ``tokens`` start with ``-A CHAIN``. Raises ValueError with a message.
-    """
-    if len(tokens) < 2 or tokens[0][0] not in ("-A", "--append"):
-        raise ValueError(f"expected '-A CHAIN ...', received {' '.join(t for t, _ in tokens[:3])!r}")
-    chain = tokens[1][0]
-    core: list[Option] = []
-    matches: list[tuple[str, list[Option]]] = []
-    target_name = ""
-    target_goto = False
-    target_opts: list[Option] = []
-    counters: tuple[int, int] | None = None
-    proto = ""
-    i = 2
-    n = len(tokens)
-    pending_neg = False
-    in_target = False
-    while i < n:
-        tok, quoted = tokens[i]
-        if tok == "!" and not quoted:
-            pending_neg = True
-            i += 1
-            continue
-        if quoted or len(tok) < 2 or tok[0] != "-" or tok[1].isdigit():
-            raise ValueError(f"unexpected argument {tok!r} (not after an option)")
-        i += 1
-        if tok in ("-m", "--match"):
-            if i >= n:
-                raise ValueError("'-m' needs a module name")
-            matches.append((tokens[i][0], []))
-            i += 1
-            in_target = False
-            continue
-        if tok in ("-j", "--jump", "-g", "--goto"):
-            if i >= n:
-                raise ValueError(f"{tok!r} needs a target")
-            if target_name:
-                raise ValueError("a rule has one target, received a second -j/-g")
-            target_name = tokens[i][0]
-            target_goto = tok in ("-g", "--goto")
-            i += 1
-            in_target = True
-            continue
-        if tok in ("-c", "--set-counters"):
-            if i + 1 >= n:
-                raise ValueError("'-c' needs packets and bytes")
-            try:
-                counters = (int(tokens[i][0]), int(tokens[i + 1][0]))
-            except ValueError:
-                raise ValueError("'-c' needs two integers") from None
-            i += 2
-            continue
-        args: list[str] = []
-        neg = pending_neg
-        pending_neg = False
-        while i < n:
-            t, q = tokens[i]
-            if not q and t[:1] in ("-", "!"):
-                if t == "!":
-                    # old spelling: "--opt ! value" negates this option
-                    if i + 1 < n and not _is_option(*tokens[i + 1]) and not args:
-                        neg = True
-                        i += 1
-                        continue
-                    break
-                if len(t) > 1 and not t[1].isdigit():
-                    break  # the next option
-            args.append(t)
-            i += 1
-        name = CORE_OPTIONS.get(tok)
-        if name is not None and not in_target:
-            if name == "-p":
-                if not args:
-                    raise ValueError("'-p' needs a protocol")
-                proto = args[0].lower()
-            elif name != "-f" and not args:
-                raise ValueError(f"{tok!r} needs an argument")
-            core.append(_option(name, tuple(args), neg))
-            continue
-        if tok in STRING_OPTIONS and len(args) > 1:
-            # kube-proxy's restore input may leave a multi-word comment unquoted
-            args = [" ".join(args)]
-        opt = _option(tok, tuple(args), neg)
-        if in_target:
-            target_opts.append(opt)
-        elif matches:
-            matches[-1][1].append(opt)
-        elif proto in ("tcp", "udp", "sctp", "icmp", "icmpv6", "ipv6-icmp", "udplite", "dccp"):
-            # "-p tcp --dport 80": the protocol's own match is loaded implicitly
-            matches.append((proto, [opt]))
-        else:
-            raise ValueError(f"option {tok!r} does not belong to any '-m' module")
-    if pending_neg:
-        raise ValueError("'!' at the end of the rule negates nothing")
-    return (
-        chain,
-        # the core options are one set (the IP header match); keep them in iptables-save's order
-        tuple(sorted(core, key=lambda o: CORE_ORDER[o.name])),
-        tuple(_match(m, tuple(opts)) for m, opts in matches),
-        _target(target_name, tuple(target_opts), target_goto),
-        counters,
-    )
+_INTERN_LIMIT = 1 << 20
 
 
 def _parse_counters(text: str) -> tuple[int, int]:
@@ -249,7 +89,17 @@ def _parse_counters(text: str) -> tuple[int, int]:
     if not (inner.startswith("[") and inner.endswith("]")) or ":" not in inner:
         raise ValueError(f"expected counters '[packets:bytes]', received {text!r}")
     a, _, b = inner[1:-1].partition(":")
+    if not (a.isascii() and b.isascii() and a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20):
+        # the kernel's counters are 64-bit: more than 20 digits is not a counter
+        raise ValueError(f"expected counters '[packets:bytes]' of two 64-bit integers, received {text[:60]!r}")
     return int(a), int(b)
+
+
+def _unexpected(text: str, line: str) -> str:
+    kind = dumpformat.detect(text)
+    if dumpformat.is_nftables(kind):
+        return f"this is an nftables ruleset ({kind} form), not iptables-save output"
+    return f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {line[:60]!r}"
 
 
 def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = None) -> Ruleset:
@@ -261,7 +111,21 @@ def parse(text: str | bytes, *, source: str = "<memory>", family: int | None = N
         except UnicodeDecodeError as e:
             line = data[: e.start].count(b"\n") + 1
             raise DumpError(source, line, f"not text: invalid UTF-8 byte 0x{data[e.start]:02x}") from None
-    return _Parser(source, family).run(text.split("\n"))
+    with without_gc():
+        return _Parser(source, family).run(text.split("\n"))
+
+
+@contextlib.contextmanager
+def without_gc() -> Iterator[None]:
+    """Building 400,000 rules allocates millions of objects and no cycles; the cyclic collector
+    would walk the growing heap again and again (a third of the time), for nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def parse_file(path: str, *, family: int | None = None) -> Ruleset:
@@ -282,6 +146,7 @@ class _Parser:
         self.cur_line = 0
         self.chain_decl: dict[str, tuple[str | None, int, tuple[int, int] | None]] = {}
         self.rules: dict[str, list[Rule]] = {}
+        self.jumps: list[Rule] = []  # rules of the open table whose target may be a chain
         self.backend = ""
 
     def err(self, line: int, msg: str) -> DumpError:
@@ -319,7 +184,7 @@ class _Parser:
             elif c == ":":
                 self.declare_chain(no, s[1:])
             else:
-                raise self.err(no, f"expected '*table', ':CHAIN', '-A CHAIN ...' or 'COMMIT', received {s[:60]!r}")
+                raise self.err(no, _unexpected(text, s))
         if self.cur is not None:
             raise self.err(
                 last, f"truncated dump: table '{self.cur}' opened at line {self.cur_line} has no COMMIT"
@@ -349,11 +214,16 @@ class _Parser:
         self.cur, self.cur_line = name, no
         self.chain_decl = {}
         self.rules = {}
+        self.jumps = []
 
     def declare_chain(self, no: int, text: str) -> None:
         if self.cur is None:
             raise self.err(no, "chain line before any '*table' header")
-        parts = text.split(None, 2)
+        if text.endswith(" - [0:0]") and " " not in text[:-8]:
+            # the common user chain line, ':KUBE-SEP-... - [0:0]', without splitting
+            parts = [text[:-8], "-", "[0:0]"]
+        else:
+            parts = text.split(None, 2)
         name = parts[0] if parts else ""
         if not name:
             raise self.err(no, "chain line without a name")
@@ -398,9 +268,9 @@ class _Parser:
                 raise self.err(no, str(e)) from None
             body = text[end + 1 :].strip()
         if not body.startswith(("-A ", "--append ")):
-            raise self.err(no, f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}")
+            raise self.err(no, (f"only '-A' rules can be loaded, received {body.split(None, 1)[0]!r}" if body else "counters with no rule after them"))
         try:
-            chain, core, matches, target, c2 = parse_rule_args(tokenize(body))
+            chain, core, matches, target, c2 = parse_rule(body)
         except ValueError as e:
             raise self.err(no, str(e)) from None
         if chain not in self.rules:
@@ -413,14 +283,20 @@ class _Parser:
         self._check_addresses(no, core)
         rule = Rule(chain, core, matches, target, no, text, counters or c2)
         self.rules[chain].append(rule)
+        if target.name and target.name not in KNOWN_TARGETS:
+            self.jumps.append(rule)
 
     def _check_addresses(self, no: int, core: tuple[Option, ...]) -> None:
         for o in core:
             if o.name in ("-s", "-d"):
-                fam = _ADDR_FAMILY.get(o.value)
+                value = o.value
+                fam = _ADDR_FAMILY.get(value)
                 if fam is not None and fam == self.family:
                     continue
-                for part in o.value.split(","):
+                if self.family != 6 and _IPV4.fullmatch(value):
+                    self.family = 4
+                    continue
+                for part in value.split(","):
                     try:
                         net = ipaddress.ip_network(part, strict=False)
                     except ValueError:
@@ -444,16 +320,15 @@ class _Parser:
             policy, line, counters = self.chain_decl[name]
             chains.append(Chain(name, policy, tuple(self.rules[name]), line, counters))
         # Every jump must name a chain of this table or a known target.
-        declared = set(self.chain_decl)
-        for c in chains:
-            for r in c.rules:
-                t = r.target.name
-                if not t or t in declared or t in KNOWN_TARGETS:
-                    continue
-                if t in BUILTIN_CHAINS[table]:
-                    raise self.err(r.line, f"jump to built-in chain {t!r} is not allowed")
-                if "-" in t or not t.isupper():
-                    raise self.err(r.line, f"jump to chain {t!r}, which table '{table}' does not declare")
-                # else: an extension target we do not know; kept opaque, makes outcomes inconclusive
+        declared = self.chain_decl
+        for r in sorted(self.jumps, key=lambda r: r.line):
+            t = r.target.name
+            if t in declared:
+                continue
+            if t in BUILTIN_CHAINS[table]:
+                raise self.err(r.line, f"jump to built-in chain {t!r} is not allowed")
+            if "-" in t or not t.isupper():
+                raise self.err(r.line, f"jump to chain {t!r}, which table '{table}' does not declare")
+            # else: an extension target we do not know; kept opaque, makes outcomes inconclusive
         self.tables[table] = Table(table, tuple(chains), self.cur_line)
         self.cur = None

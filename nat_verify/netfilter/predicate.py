@@ -38,6 +38,9 @@ Leaves test one field of the walk state (``state.PacketState``):
     ``(field & mask) == value`` for the packet mark or the connection mark (32 bits).
 ``IfaceIs(field, name, prefix)``
     the input or output interface is ``name`` (``prefix``: starts with it, iptables' ``+``).
+    The walk state holds the interface as far as the node's facts tell it: a name, a prefix
+    (``cali+``: some Calico veth) or ``?<fact>`` (not known); the verdict on the last two is
+    decided where interface roles allow it and ``Unknown`` otherwise (``context.iface_verdict``).
     Interface names form a finite universe in an encoding: every name the ruleset and the node
     mention, plus one fresh name per prefix (a name no rule spells out but the prefix matches)
     and one that nothing matches; a field is an index into that universe.
@@ -83,6 +86,8 @@ from typing import TYPE_CHECKING, Literal, Union
 import attrs
 
 from nat_verify.model.cluster import IPNetwork
+from nat_verify.netfilter.context import UNKNOWN as UNKNOWN_IFACE
+from nat_verify.netfilter.context import iface_verdict
 
 if TYPE_CHECKING:
     from nat_verify.netfilter.state import PacketState
@@ -402,10 +407,17 @@ def evaluator(p: Pred) -> Evaluator:
         field, value, mask = p.field, p.value, p.mask
         return lambda st: (getattr(st, field) & mask) == value
     if isinstance(p, IfaceIs):
-        field, name = p.field, p.name
-        if p.prefix:
-            return lambda st: getattr(st, field).startswith(name)
-        return lambda st: getattr(st, field) == name
+        field, name, prefix = p.field, p.name, p.prefix
+
+        def iface(st: PacketState) -> Verdict:
+            v: str = getattr(st, field)
+            if v[:1] == UNKNOWN_IFACE or v[-1:] == "+":
+                # a name known only by its prefix, or not at all (``context.iface_verdict``)
+                r = iface_verdict(v, name, prefix)
+                return r if isinstance(r, bool) else Unknown(r)
+            return v.startswith(name) if prefix else v == name
+
+        return iface
     if isinstance(p, CtStateIn):
         states = p.states
 

@@ -22,6 +22,8 @@ from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.model.outcome import Step
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.predicate import (
+    FALSE,
+    TRUE,
     Evaluator,
     Pred,
     Unknown,
@@ -37,10 +39,22 @@ from nat_verify.netfilter.registry import (
     compile_match,
     compile_target,
 )
-from nat_verify.netfilter.ruleset import Match, Rule, Ruleset
+from nat_verify.netfilter.ruleset import Match, Rule, Ruleset, Target
 from nat_verify.netfilter.spec import Given, RuleError, TargetSpec
 
 _EMPTY: dict[str, Given] = {}
+
+
+def _test(preds: tuple[Pred, ...]) -> Evaluator:
+    """The evaluator of a rule's conjunction, without the parts that always hold."""
+    live = tuple(p for p in preds if p != TRUE)
+    if FALSE in live:
+        return lambda st: False
+    if not live:
+        return lambda st: True
+    if len(live) == 1:
+        return evaluator(live[0])
+    return conjunction(tuple(evaluator(p) for p in live))
 
 
 class CompiledRule:
@@ -55,7 +69,7 @@ class CompiledRule:
         self.rule = rule
         self.index = index  # 1-based
         self.preds = preds
-        self.test: Evaluator = conjunction(tuple(evaluator(p) for p in preds))
+        self.test: Evaluator = _test(preds)
         self.spec = spec  # the target's entry; None for a jump, no target, or a rule in error
         self.opts = opts
         self.jump = jump  # the chain it jumps (or goes) to, "" otherwise
@@ -173,6 +187,7 @@ class Program:
         # matches repeat across rules (the parser interns them): compile each once
         self._matches: dict[Match, Pred] = {}
         self._core: dict[object, Pred] = {}
+        self._targets: dict[Target, tuple[TargetSpec | None, dict[str, Given]]] = {}
 
     def chain(self, table: str, name: str) -> Chain | None:
         return self.chains.get((table, name))
@@ -206,10 +221,14 @@ class Program:
             if t.name and (chain.table, t.name) in self.chains:
                 jump = t.name
             elif t.name:
-                try:
-                    spec, opts = compile_target(t, self.ctx.family)
-                except NoSuchExtension:
-                    spec = None  # firing it is inconclusive (refused at load by validate)
+                compiled = self._targets.get(t)
+                if compiled is None:
+                    try:
+                        compiled = compile_target(t, self.ctx.family)
+                    except NoSuchExtension:
+                        compiled = (None, _EMPTY)  # firing it is inconclusive (refused at load by validate)
+                    self._targets[t] = compiled
+                spec, opts = compiled
         except RuleError as e:
             return CompiledRule(r, index, (), None, _EMPTY, "", f"line {r.line}: {e}", step)
         return CompiledRule(r, index, preds, spec, opts, jump, "", step)

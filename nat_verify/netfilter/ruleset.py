@@ -25,6 +25,11 @@ BUILTIN_CHAINS: dict[str, tuple[str, ...]] = {
 }
 TABLES = tuple(BUILTIN_CHAINS)
 
+UNSEEN_MODULE = "nat-verify-unseen"
+"""The match module of an *unseen marker*: a rule standing for what an excerpt does not show
+(``netfilter.excerpt``). Its one option ``--reason`` says what is missing. No evaluator can
+decide it, so a packet that reaches one is inconclusive with that reason."""
+
 
 @attrs.frozen
 class Option:

@@ -19,13 +19,7 @@ import attrs
 
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.netfilter.constants import parse_network
-from nat_verify.netfilter.context import (
-    FACT_ADDRESSES,
-    FACT_INTERFACES,
-    FACT_IPSETS,
-    FACT_ROUTES,
-    FACTS,
-)
+from nat_verify.netfilter.context import ADDRESSES, ROUTES
 from nat_verify.netfilter.predicate import PROTO_NUMBERS, Pred
 from nat_verify.netfilter.saveform import P31, stored_probability
 
@@ -34,7 +28,13 @@ if TYPE_CHECKING:
     from nat_verify.netfilter.state import PacketState
 
 
-__all__ = ["FACTS", "FACT_ADDRESSES", "FACT_INTERFACES", "FACT_IPSETS", "FACT_ROUTES"]
+# Node facts a registry entry declares it reads (``NodeContext.knows`` tells which were given):
+FACT_ADDRESSES = ADDRESSES  # the node's own addresses (addrtype, REDIRECT)
+FACT_ROUTES = ROUTES  # the routes (MASQUERADE's source, the output interface)
+FACT_INTERFACES = "interface names"  # which interface a packet arrives on or leaves by (-i/-o):
+# carried by the walk state itself, "?<fact>" when not known (``context.iface_verdict``)
+FACT_IPSETS = "ipset members"  # per set: ``NodeContext.ipset_named``
+FACTS = frozenset({FACT_ADDRESSES, FACT_ROUTES, FACT_INTERFACES, FACT_IPSETS})
 
 
 class RuleError(ValueError):

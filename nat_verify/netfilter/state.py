@@ -64,7 +64,7 @@ class PacketState:
     orig_dport: int
     reject_with: str
     reason: str
-    wlog: tuple[str, ...]  # the fields targets wrote, in order (chain summaries replay them)
+    wlog: tuple[str, ...]  # the fields targets wrote (chain summaries replay them)
 
     def copy(self) -> PacketState:
         # spelled out: this is the interpreter's hottest function (every fork, every replay)
@@ -83,9 +83,13 @@ class PacketState:
         return n
 
     def write(self, field: str, value: object) -> None:
-        """Write a packet field and log it (chain summaries replay exactly the logged writes)."""
+        """Write a packet field and log it (chain summaries replay exactly the logged writes).
+
+        The log holds each field once per summarised walk (a walk starts with an empty log,
+        see ``Interpreter._replay``): a chain of 10,000 MARK rules logs "mark" once."""
         setattr(self, field, value)
-        self.wlog = (*self.wlog, field)
+        if field not in self.wlog:
+            self.wlog = (*self.wlog, field)
 
     def recent_add(self, key: tuple[str, str]) -> None:
         self.recent = {**self.recent, key: 0.0}

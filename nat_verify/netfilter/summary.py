@@ -29,7 +29,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from nat_verify.model.cluster import IPNetwork
-from nat_verify.netfilter.context import FACT_ADDRESSES, FACT_ROUTES, NodeContext
+from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.spec import FACT_ADDRESSES, FACT_ROUTES
 from nat_verify.netfilter.state import ADDR_FIELDS, PLAIN_FIELDS, PORT_FIELDS, STATE_FIELDS
 
 if TYPE_CHECKING:

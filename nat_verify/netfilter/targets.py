@@ -118,6 +118,8 @@ def _redirect(env: Env, table: str, s: PacketState, o: Opts) -> str | None:
             raise ValueError("REDIRECT to a port range is not modelled")
         s.write("dport", int(ports))
     ctx = env.ctx
+    if not ctx.knows(FACT_ADDRESSES):
+        raise ValueError("REDIRECT sends to the node's own address, and the node addresses were not given")
     if s.in_iface in ("", "lo"):
         s.write("dst", ipaddress.ip_address("::1" if ctx.family == 6 else "127.0.0.1"))
     else:

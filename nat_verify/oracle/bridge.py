@@ -131,7 +131,7 @@ def _exact_destinations(ruleset: Ruleset) -> set[IPAddress]:
 
 def _iface_prefix(pod_iface: str) -> str:
     """``veth0`` -> ``veth``, ``cni0`` -> ``cni``: pod N's veth is named prefix + N."""
-    prefix = _TRAILING_DIGITS.sub("", pod_iface)
+    prefix = _TRAILING_DIGITS.sub("", pod_iface.rstrip("+"))
     if prefix.isalnum() and 0 < len(prefix) <= 11 and prefix not in ("ext", "n", "lo"):
         return prefix
     return "vp"
@@ -233,6 +233,8 @@ def topology_for(
         pod_iface=f"{prefix}0",
         route_localnet=True,  # the sandbox sets net.ipv4.conf.all.route_localnet=1
         routes=tuple(routes),
+        bridge_nf_call=True,
+        known=None,  # the sandbox's every fact is the one set up here
     )
     return spec, model_ctx
 

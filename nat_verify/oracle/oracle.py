@@ -41,9 +41,12 @@ from typing import Any
 
 import attrs
 
+from nat_verify import dumpformat
 from nat_verify.model.outcome import Outcome
+from nat_verify.nftables import Ruleset as NftRuleset
 from nat_verify.oracle import loader
 from nat_verify.oracle.netns import Topology, TopologySpec, create_namespaces, in_netns
+from nat_verify.oracle.nftload import NftLoader
 from nat_verify.oracle.probe import REJECT_WITH, Evidence, Prober
 
 __all__ = [
@@ -131,6 +134,8 @@ class KernelOracle:
         self.timeout = timeout
         self._topo: Topology | None = None
         self._prober: Prober | None = None
+        self._nft: NftLoader | None = None
+        self._nft_ruleset: NftRuleset | None = None
         self._node_local = spec.node_local()
 
     def __enter__(self) -> KernelOracle:
@@ -154,6 +159,7 @@ class KernelOracle:
         if self._topo is not None:
             self._topo.close()
             self._topo = None
+        self._nft = self._nft_ruleset = None
 
     @property
     def topology(self) -> Topology:
@@ -162,15 +168,29 @@ class KernelOracle:
         return self._topo
 
     def load(self, restore_text: str, *, source: str = "<restore>") -> None:
-        """Load an iptables-restore text into the node (replacing the tables it names), then reset."""
+        """Load an iptables-restore text into the node (replacing the tables it names), then
+        reset. An nftables ruleset (any of its forms) goes to ``load_nft``."""
+        if dumpformat.is_nftables(dumpformat.detect(restore_text)):
+            self.load_nft(restore_text, source=source)
+            return
         loader.load(self.topology.node, restore_text, backend=self.backend, source=source)
         self.reset()
 
+    def load_nft(self, text: str, *, source: str = "<nft>") -> None:
+        """Make the node's nftables tables those of ``text`` (``nft -f``; iptables rules stay)."""
+        if self._nft is None:
+            self._nft = NftLoader(self.topology.node)
+        self._nft_ruleset = self._nft.load(text, source=source)
+        self.reset()
+
     def reset(self) -> None:
-        """Flush conntrack and clear every ``-m recent`` list: the next probe starts fresh."""
+        """Flush conntrack, clear every ``-m recent`` list and empty the dynamic nftables sets
+        (affinity): the next probe starts fresh."""
         assert self._prober is not None
         self._prober.flush()
         loader.clear_recent(self.topology.node)
+        if self._nft is not None and self._nft_ruleset is not None:
+            self._nft.flush_dynamic_sets(self._nft_ruleset)
 
     def expect_local_ports(self, proto: str, ports: set[int]) -> None:
         """Ports a DNAT may send the node's own packets to on the node itself (e.g. a

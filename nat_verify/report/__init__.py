@@ -42,8 +42,13 @@ _RENDERERS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
-def render(report: Mapping[str, Any], fmt: str) -> str:
-    """``report`` in format ``fmt`` (one of ``FORMATS``; ``markdown`` is accepted for ``md``)."""
+def render(report: Mapping[str, Any], fmt: str, *, root: str | None = None) -> str:
+    """``report`` in format ``fmt`` (one of ``FORMATS``; ``markdown`` is accepted for ``md``).
+
+    ``root`` is the directory SARIF's relative locations are taken against (the others ignore it).
+    """
+    if fmt == "sarif":
+        return render_sarif(report, root=root)
     try:
         renderer = _RENDERERS[fmt]
     except KeyError:

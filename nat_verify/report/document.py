@@ -9,6 +9,7 @@ nothing is violated.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from nat_verify.report import schema
 
 REPORT_FORMAT = "nat_verify.report/v1"
 TRACE_FORMAT = "nat_verify.trace/v1"
-STATUSES: tuple[str, ...] = ("proved", "holds", "violated", "inconclusive")
+STATUSES: tuple[str, ...] = ("violated", "inconclusive", "holds", "proved")
 SEVERITIES: tuple[str, ...] = ("error", "warning", "note")
+# what a finding says, by severity: only an error says "violated"
+FINDING_STATUS = {"error": "violated", "warning": "warning", "note": "note"}
 
 Key = tuple[str, str, str]  # (invariant, service, node)
 
@@ -68,15 +71,23 @@ def build_report(
     clusters: Sequence[str],
     meta: Mapping[str, Any] | None = None,
     catalogue: Mapping[str, cat.InvariantInfo] | None = None,
+    shares: Sequence[Any] = (),
+    assumptions: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The report document, ordered by (invariant, service, node) throughout.
 
+    ``assumptions``: what the results rest on that the user did not give, one object per node
+    and fact (``{"node", "fact", "value", "basis": "inferred"|"assumed", "detail"}``); the
+    document has the key only when there are some.
+
     ``meta`` is copied into the document as is (it must be JSON-serialisable); ``meta["dump"]``,
     when present, names the dump file whose line numbers the rule paths refer to (SARIF uses it).
-    ``catalogue`` gives invariant titles; the built-in table fills in the rest.
+    ``catalogue`` gives invariant titles; the built-in table fills in the rest. ``shares``
+    (``evidence.Share`` s) are the endpoint shares per Service and node the report charts.
     """
     res = sorted(results, key=_result_key)
-    fnd = sorted(findings, key=_finding_key)
+    # a finding found twice (two packet classes with the same representative) is one finding
+    fnd = sorted(dict.fromkeys(findings), key=_finding_key)
 
     statuses_of: dict[Key, list[str]] = {}
     for r in res:
@@ -100,12 +111,16 @@ def build_report(
     for f in fnd:
         d = f.to_json()
         sts = statuses_of.get(_fkey(f), [])
-        d["status"] = (
-            "inconclusive" if sts and all(s == "inconclusive" for s in sts) else ("violated")
-        )
+        # a finding about a result that could not be decided says so, whatever its severity
+        unsure = sts and all(s == "inconclusive" for s in sts)
+        d["status"] = "inconclusive" if unsure else FINDING_STATUS[f.severity]
         finding_docs.append(d)
+    findings_per_invariant = {
+        inv: {s: sum(1 for f in fnd if f.invariant == inv and f.severity == s) for s in SEVERITIES}
+        for inv in invariants
+    }
 
-    return {
+    doc: dict[str, Any] = {
         "format": REPORT_FORMAT,
         "tool": {"name": "nat-verify", "version": __version__},
         "command": command,
@@ -119,11 +134,18 @@ def build_report(
             "statuses": _counts([r.status for r in res]),
             "severities": {s: sum(1 for f in fnd if f.severity == s) for s in SEVERITIES},
             "invariants": per_invariant,
+            "findings": findings_per_invariant,
         },
         "catalogue": {inv: cat.info(inv, catalogue).to_json() for inv in invariants},
         "results": [r.to_json() for r in res],
         "findings": finding_docs,
     }
+    if shares:
+        docs = [s.to_json() for s in shares]
+        doc["shares"] = sorted(docs, key=lambda d: (d["service"], d["node"]))
+    if assumptions:
+        doc["assumptions"] = [dict(a) for a in assumptions]
+    return doc
 
 
 def _rkey(r: Result) -> Key:
@@ -139,9 +161,23 @@ def exit_code(report: Mapping[str, Any]) -> int:
     return int(report["summary"]["exit_code"])
 
 
+_C1 = re.compile("[\x7f-\x9f]")
+
+
+def json_text(value: object) -> str:
+    """JSON text, two-space indented, ending with a newline, with no raw control character.
+
+    ``json`` escapes C0 controls itself; DEL and the C1 controls (0x9b is a terminal's CSI) it
+    leaves raw, so they are escaped here: a name from a dump cannot reach a terminal that shows
+    the file.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
 def to_json_text(report: Mapping[str, Any]) -> str:
-    """The document as JSON text, two-space indented, ending with a newline."""
-    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    """The document as JSON text (``json_text``)."""
+    return json_text(report)
 
 
 def load_report(path: str | Path) -> dict[str, Any]:

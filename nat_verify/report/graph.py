@@ -8,8 +8,9 @@ import attrs
 
 from nat_verify.model.outcome import Outcome, Step
 from nat_verify.model.packet import Packet
+from nat_verify.report.flow import Hop
 from nat_verify.report.path import BUILTIN_CHAINS, Node, target_word, walk
-from nat_verify.report.words import packet_text, verdict_text
+from nat_verify.report.words import packet_text, verdict_text, visible
 
 
 @attrs.frozen
@@ -90,6 +91,32 @@ def to_mermaid(graph: Graph, *, direction: str = "LR") -> str:
     for a, b, label in graph.edges:
         arrow = f'-->|"{mermaid_text(label)}"|' if label else "-->"
         lines.append(f"  {a} {arrow} {b}")
+    return "\n".join(lines) + "\n"
+
+
+def flow_mermaid(hops: Sequence[Hop]) -> str:
+    """The whiteboard flow (``flow.flow``) as a top-down Mermaid chart, the faulty hop marked.
+
+    Each node shows its hop and where its rules are (``rule 2, line 31``); the edges carry the
+    address changes. The hop where the rules part from Kubernetes gets the class ``fault``.
+    """
+    lines = ["flowchart TD"]
+    for i, hop in enumerate(hops):
+        parts = [mermaid_text(visible(hop.label))]
+        if hop.fired:
+            parts.append(mermaid_text("; ".join(f.where for f in hop.fired)))
+        if hop.fault:
+            parts.append(mermaid_text("the rules part from Kubernetes here"))
+        label = "<br>".join(parts)
+        shape = ('(["', '"])') if hop.kind in ("client", "end") else ('["', '"]')
+        lines.append(f"  h{i}{shape[0]}{label}{shape[1]}")
+    for i, hop in enumerate(hops[1:], 1):
+        arrow = f'-->|"{mermaid_text(visible(hop.edge))}"|' if hop.edge else "-->"
+        lines.append(f"  h{i - 1} {arrow} h{i}")
+    faults = [i for i, h in enumerate(hops) if h.fault]
+    if faults:
+        lines.append("  classDef fault fill:#ffebe9,stroke:#cf222e,stroke-width:3px")
+        lines += [f"  class h{i} fault" for i in faults]
     return "\n".join(lines) + "\n"
 
 

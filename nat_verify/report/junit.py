@@ -14,19 +14,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nat_verify.report import catalogue as cat
-from nat_verify.report.text import finding_lines
+from nat_verify.report.text import render_finding_text
+from nat_verify.report.words import finding_word
 
-# characters XML 1.0 cannot carry at all, even escaped
-_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# characters XML 1.0 cannot carry at all, even escaped, and DEL and C1 controls, which it
+# can but a terminal showing the file would act on: all are shown as \xNN
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_NONCHAR = re.compile("[\ufffe\uffff]")
 
 
 def xml_text(text: object) -> str:
-    return _INVALID_XML.sub("\ufffd", str(text))
+    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return _NONCHAR.sub("\ufffd", s)
 
 
 def finding_text(f: Mapping[str, Any]) -> str:
     """A finding in plain text, as the terminal shows it without colour."""
-    return "\n".join(t.plain for t in finding_lines(f))
+    return render_finding_text(f)
 
 
 def _case(
@@ -43,7 +47,7 @@ def _case(
     errors = [
         f
         for f in findings
-        if f.get("severity", "error") == "error" and f.get("status", "violated") == "violated"
+        if finding_word(f) == "violated"
     ]
     if errors or (status == "violated" and not findings):
         first = errors[0] if errors else None

@@ -12,23 +12,47 @@ from collections.abc import Mapping
 from typing import Any
 
 from nat_verify.report import catalogue as cat
-from nat_verify.report.document import STATUSES
-from nat_verify.report.graph import path_graph, to_mermaid
+from nat_verify.report.flow import flow
+from nat_verify.report.graph import flow_mermaid
 from nat_verify.report.path import steps_from_json
-from nat_verify.report.words import packet_json_text
+from nat_verify.report.words import (
+    LEGEND,
+    LEGEND_HEAD,
+    STATUSES,
+    assumption_texts,
+    finding_word,
+    findings_cell,
+    packet_json_text,
+    value_lines,
+    visible,
+)
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
-_STATUS_MARK = {"proved": "✅", "holds": "✅", "violated": "❌", "inconclusive": "❔", "ok": "✅"}
+_STATUS_MARK = {
+    "proved": "✅",
+    "holds": "✅",
+    "violated": "❌",
+    "inconclusive": "❔",
+    "ok": "✅",
+    "warning": "⚠️",
+    "note": "ℹ️",
+}
 
 
 def md_text(text: object) -> str:
-    """Plain text for a Markdown paragraph or table cell: one line, specials escaped."""
-    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    """Plain text for a Markdown paragraph or table cell: one line, specials escaped, control
+    characters (a newline too) made visible."""
+    return _SPECIAL.sub(r"\\\1", visible(" ".join(str(text).split())))
+
+
+def md_lines(value: object) -> str:
+    """A value of several lines in one table cell: each line escaped, joined by ``<br>``."""
+    return "<br>".join(md_text(line) for line in value_lines(value))
 
 
 def md_code(text: object, *, in_table: bool = False) -> str:
     """An inline code span holding ``text`` literally, whatever backticks it contains."""
-    s = " ".join(str(text).split())
+    s = visible(" ".join(str(text).split()))
     if not s:
         return ""
     longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
@@ -39,6 +63,15 @@ def md_code(text: object, *, in_table: bool = False) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+_RESULT_COLUMNS = ("invariant", "service", "node", "status", "engine", "checked", "cluster")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, list):
+        return "<br>".join(md_text(v) for v in value)
+    return md_text(value)
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -46,9 +79,10 @@ def _row(cells: list[str]) -> str:
 def _summary(report: Mapping[str, Any]) -> list[str]:
     titles = cat.from_report(report)
     summary = report.get("summary", {})
+    found = summary.get("findings", {})
     lines = [
-        _row(["invariant", "title", *STATUSES]),
-        _row(["---", "---", *["---:"] * len(STATUSES)]),
+        _row(["invariant", "title", *STATUSES, "findings"]),
+        _row(["---", "---", *["---:"] * len(STATUSES), "---"]),
     ]
     for inv, counts in summary.get("invariants", {}).items():
         cells = [md_code(inv, in_table=True), md_text(cat.info(inv, titles).title)]
@@ -58,14 +92,20 @@ def _summary(report: Mapping[str, Any]) -> list[str]:
             else str(counts.get(s, 0))
             for s in STATUSES
         ]
+        cells.append(md_text(findings_cell(found.get(inv, {}))))
         lines.append(_row(cells))
     totals = summary.get("statuses", {})
-    lines.append(_row(["**total**", "", *[f"**{totals.get(s, 0)}**" for s in STATUSES]]))
+    all_found = {k: sum(int(c.get(k, 0)) for c in found.values()) for k in ("error", "warning", "note")}
+    lines.append(
+        _row(["**total**", "", *[f"**{totals.get(s, 0)}**" for s in STATUSES], md_text(findings_cell(all_found))])
+    )
+    lines += ["", md_text(LEGEND_HEAD), ""]
+    lines += [f"- **{md_text(c)}**: {md_text(m)}" for c, m in LEGEND]
     return lines
 
 
 def _finding(n: int, f: Mapping[str, Any]) -> list[str]:
-    status = str(f.get("status", "violated"))
+    status = finding_word(f)
     service, node = str(f.get("service", "")), str(f.get("node", ""))
     title = (
         f"### {n}. {_STATUS_MARK.get(status, '')} {md_text(f.get('invariant', ''))} "
@@ -80,8 +120,8 @@ def _finding(n: int, f: Mapping[str, Any]) -> list[str]:
     ]
     rows = [
         ("packet", md_code(packet_json_text(f.get("counterexample")), in_table=True)),
-        ("expected", md_text(f.get("expected", ""))),
-        ("actual", md_text(f.get("actual", ""))),
+        ("expected", md_lines(f.get("expected", ""))),
+        ("actual", md_lines(f.get("actual", ""))),
         ("location", md_code(f.get("location", ""), in_table=True)),
     ]
     rows = [(k, v) for k, v in rows if v]
@@ -89,19 +129,28 @@ def _finding(n: int, f: Mapping[str, Any]) -> list[str]:
         lines += [_row(["", ""]), _row(["---", "---"])]
         lines += [_row([f"**{k}**", v]) for k, v in rows]
         lines.append("")
+    hops = flow(f)
+    if hops:
+        note = " (the red step is where the rules part from what Kubernetes promises)"
+        lines += [
+            f"Path of the packet{note if any(h.fault for h in hops) else ''}:",
+            "",
+            "```mermaid",
+            flow_mermaid(hops).rstrip("\n"),
+            "```",
+            "",
+        ]
     path = [str(p) for p in f.get("path", [])]
     if path:
         nums = [int(x) for x in f.get("lines", [])]
         steps = steps_from_json(path, nums)
-        graph = path_graph(
-            steps,
-            start=packet_json_text(f.get("counterexample")),
-            end=str(f.get("actual", "")),
-        )
-        lines += ["Rule path:", "", "```mermaid", to_mermaid(graph).rstrip("\n"), "```", ""]
-        for i, step in enumerate(steps, 1):
+        texts = [str(t) for t in f.get("rules", [])]
+        lines.append("Rule path:")
+        lines.append("")
+        for i, step in enumerate(steps):
             at = f" (line {step.line})" if step.line else ""
-            lines.append(f"{i}. {md_code(str(step))}{at}")
+            rule = f": {md_code(texts[i])}" if i < len(texts) and texts[i] else ""
+            lines.append(f"{i + 1}. {md_code(str(step))}{at}{rule}")
         lines.append("")
     return lines
 
@@ -126,6 +175,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         )
     lines = [f"# nat-verify report: {md_text(outcome)}", "", " · ".join(facts), ""]
     lines += ["## Summary", "", *_summary(report), ""]
+    premises = assumption_texts(report.get("assumptions"))
+    if premises:
+        lines += [f"## What the results rest on ({len(premises)})", "", *(f"- {md_text(x)}" for x in premises), ""]
     findings = list(report.get("findings", []))
     lines += [f"## Findings ({len(findings)})", ""]
     if not findings:
@@ -133,13 +185,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for n, f in enumerate(findings, 1):
         lines += _finding(n, f)
     results = list(report.get("results", []))
+    # what newer engines add to a result (assumptions, ...) gets a column of its own
+    extra = sorted({k for r in results for k in r} - set(_RESULT_COLUMNS))
     lines += [
         f"## Results ({len(results)})",
         "",
         "<details><summary>every (invariant, service, node) checked</summary>",
         "",
-        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster"]),
-        _row(["---"] * 5 + ["---:", "---"]),
+        _row(["invariant", "service", "node", "status", "engine", "checked", "cluster", *extra]),
+        _row(["---"] * 5 + ["---:", "---"] + ["---"] * len(extra)),
     ]
     for r in results:
         lines.append(
@@ -152,6 +206,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                     md_text(r.get("engine", "")),
                     md_text(r.get("checked", "")),
                     md_code(r.get("cluster", ""), in_table=True),
+                    *(_cell(r.get(k, "")) for k in extra),
                 ]
             )
         )

@@ -14,52 +14,14 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from nat_verify.model.outcome import Step
+from nat_verify.netfilter.registry import TARGET_NAMES
 
 Node = tuple[str, str]  # (table, chain)
 
 BUILTIN_CHAINS = frozenset({"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"})
 
-# targets that are not chains (iptables extensions and built-in verdicts)
-TARGETS = frozenset(
-    {
-        "ACCEPT",
-        "DROP",
-        "REJECT",
-        "RETURN",
-        "QUEUE",
-        "NFQUEUE",
-        "DNAT",
-        "SNAT",
-        "MASQUERADE",
-        "REDIRECT",
-        "NETMAP",
-        "MARK",
-        "CONNMARK",
-        "LOG",
-        "NFLOG",
-        "ULOG",
-        "TRACE",
-        "CT",
-        "NOTRACK",
-        "TPROXY",
-        "TCPMSS",
-        "CHECKSUM",
-        "CLASSIFY",
-        "SET",
-        "AUDIT",
-        "TEE",
-        "DSCP",
-        "TOS",
-        "TTL",
-        "HL",
-        "SECMARK",
-        "CONNSECMARK",
-        "IDLETIMER",
-        "LED",
-        "SYNPROXY",
-        "HMARK",
-    }
-)
+# targets that are not chains (iptables extensions and built-in verdicts: the registry's)
+TARGETS = TARGET_NAMES
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP"})
 _JUMP_WORDS = frozenset({"-j", "-g", "--jump", "--goto", "jump", "goto"})
 
@@ -91,9 +53,17 @@ def parse_step(text: str, line: int = 0) -> Step:
     return Step(table, chain, 0 if rule == "policy" else int(rule), line=line)
 
 
-def steps_from_json(path: Sequence[str], lines: Sequence[int] = ()) -> tuple[Step, ...]:
-    """Steps from a report's ``path`` / ``lines`` arrays (lines may be missing)."""
-    return tuple(parse_step(text, lines[i] if i < len(lines) else 0) for i, text in enumerate(path))
+def steps_from_json(
+    path: Sequence[str], lines: Sequence[int] = (), targets: Sequence[str] = ()
+) -> tuple[Step, ...]:
+    """Steps from a report's ``path`` / ``lines`` / ``targets`` arrays (the last two optional)."""
+    out = []
+    for i, text in enumerate(path):
+        step = parse_step(text, lines[i] if i < len(lines) else 0)
+        if i < len(targets) and targets[i]:
+            step = attrs.evolve(step, target=str(targets[i]))
+        out.append(step)
+    return tuple(out)
 
 
 @attrs.frozen

@@ -11,14 +11,14 @@ the report is lost on the way.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import quote
 
 from nat_verify.report import catalogue as cat
-from nat_verify.report.words import packet_json_text, where
+from nat_verify.report.document import json_text
+from nat_verify.report.words import assumption_texts, packet_json_text, where
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -42,14 +42,16 @@ def artifact(file: str, root: str | None) -> dict[str, Any] | None:
     p: PurePosixPath | PureWindowsPath = PurePosixPath(file)
     if "\\" in file or PureWindowsPath(file).drive:
         p = PureWindowsPath(file)
+    if isinstance(p, PurePosixPath) and root is not None and (p.is_absolute() or ".." in p.parts):
+        # a path outside the working tree cannot be mapped into a repository: say where it is
+        full = (Path(root) / file).resolve() if not p.is_absolute() else Path(file)
+        try:
+            rel = full.relative_to(Path(root).resolve())
+        except ValueError:
+            return {"uri": full.as_uri()}
+        return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
     if p.is_absolute():
-        if root is not None:
-            try:
-                rel = Path(file).relative_to(root)
-            except ValueError:
-                return {"uri": Path(file).as_uri()}
-            return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
-        return {"uri": Path(file).as_uri()}
+        return {"uri": Path(file).as_uri()} if isinstance(p, PurePosixPath) else {"uri": p.as_uri()}
     return {"uri": quote(p.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
 
 
@@ -72,6 +74,19 @@ def fingerprint(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
 
 
+def finding_fingerprint(f: Mapping[str, Any]) -> str:
+    """What tells one finding from another: the invariant, Service, node and location, and the
+    kind of packet (origin, protocol, destination) with what the rules did to it. The source
+    address and port are left out: they are one representative of a class, and an engine may
+    pick another next run."""
+    packet = f.get("counterexample") or {}
+    return fingerprint(
+        str(f.get("invariant", "")), str(f.get("service", "")), str(f.get("node", "")),
+        str(f.get("location", "")), str(packet.get("from", "")), str(packet.get("proto", "")),
+        str(packet.get("dst", "")), str(f.get("actual", "")), str(f.get("expected", "")),
+    )  # fmt: skip
+
+
 def _code_flow(f: Mapping[str, Any], dump: str, root: str | None) -> dict[str, Any]:
     lines = list(f.get("lines", []))
     locations = []
@@ -79,7 +94,9 @@ def _code_flow(f: Mapping[str, Any], dump: str, root: str | None) -> dict[str, A
         line = int(lines[i]) if i < len(lines) else 0
         words = str(step).split()
         table, chain = (words + ["", ""])[:2]
-        loc: dict[str, Any] = {"message": {"text": str(step)}}
+        rules = list(f.get("rules", []))
+        text = f"{step}: {rules[i]}" if i < len(rules) and rules[i] else str(step)
+        loc: dict[str, Any] = {"message": {"text": text}}
         phys = _physical(dump, line, root) if dump and line else None
         if phys is not None:
             loc["physicalLocation"] = phys
@@ -115,9 +132,7 @@ def _result_for_finding(
         "level": _LEVEL.get(str(f.get("severity", "error")), "error"),
         "message": {"text": "\n".join(details)},
         "locations": [location],
-        "partialFingerprints": {
-            "natVerifyFinding/v1": fingerprint(inv, service, node, str(f.get("location", "")))
-        },
+        "partialFingerprints": {"natVerifyFinding/v1": finding_fingerprint(f)},
         "properties": {
             "service": service,
             "node": node,
@@ -207,6 +222,8 @@ def sarif_document(
         "columnKind": "unicodeCodePoints",
         "results": sarif_results,
     }
+    if report.get("assumptions"):
+        run["properties"] = {"assumptions": assumption_texts(report["assumptions"])}
     if root is not None:
         run["originalUriBaseIds"] = {"%SRCROOT%": {"uri": Path(root).resolve().as_uri() + "/"}}
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
@@ -220,4 +237,4 @@ def render_sarif(
 ) -> str:
     """SARIF 2.1.0 JSON text for ``report``."""
     doc = sarif_document(report, catalogue=catalogue, root=root)
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json_text(doc)

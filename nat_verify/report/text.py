@@ -9,25 +9,33 @@ from __future__ import annotations
 
 import io
 import os
-import re
+import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from rich import box
 from rich.console import Console, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from nat_verify.model.outcome import Outcome, Trace
 from nat_verify.report import catalogue as cat
-from nat_verify.report.document import STATUSES
 from nat_verify.report.path import BUILTIN_CHAINS, Node, Segment, segments, walk
 from nat_verify.report.words import (
+    LEGEND,
+    LEGEND_HEAD,
+    STATUSES,
+    assumption_texts,
+    finding_word,
+    findings_cell,
     packet_json_text,
     packet_text,
     source_text,
     step_text,
+    value_lines,
     verdict_text,
+    visible,
     where,
 )
 
@@ -37,6 +45,8 @@ STATUS_STYLE = {
     "violated": "bold red",
     "inconclusive": "yellow",
     "ok": "bold green",
+    "warning": "yellow",
+    "note": "cyan",
 }
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "note": "cyan"}
 _DEST_NAT = frozenset({"DNAT", "REDIRECT", "NETMAP"})
@@ -50,6 +60,17 @@ def want_color(stream: TextIO) -> bool:
         return True
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def terminal_width(stream: TextIO) -> int:
+    """The width to lay text out in: the terminal's (or $COLUMNS), 80 when it cannot be told."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty and isatty():
+        return max(40, shutil.get_terminal_size((80, 24)).columns)
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 80
 
 
 def _console(color: bool, width: int) -> tuple[Console, io.StringIO]:
@@ -68,12 +89,18 @@ def _console(color: bool, width: int) -> tuple[Console, io.StringIO]:
     return console, buf
 
 
-def _print(items: Sequence[RenderableType], *, color: bool, width: int) -> str:
+def _print(
+    items: Sequence[RenderableType], *, color: bool, width: int, soft_wrap: bool = True
+) -> str:
     console, buf = _console(color, width)
     for item in items:
         # soft_wrap: long trace lines stay one line, as promised
-        console.print(item, soft_wrap=isinstance(item, Text))
-    return buf.getvalue()
+        console.print(item, soft_wrap=soft_wrap and isinstance(item, Text))
+    text = buf.getvalue()
+    if soft_wrap:
+        return text
+    # tables and padding fill lines with spaces up to the width; a reader never needs them
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
 
 
 # --- traces --------------------------------------------------------------------------------
@@ -123,12 +150,7 @@ _SGR = {
     "dim": "2",
     "bold": "1",
 }
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-
-
-def safe(text: object) -> str:
-    """Text for a terminal: control characters (an ESC from a dump comment) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+safe = visible  # text for a terminal: an ESC from a dump comment is shown as \x1b
 
 
 def _paint(text: str, style: str, color: bool) -> str:
@@ -197,6 +219,18 @@ def render_trace_text(
     return "\n".join(lines) + "\n"
 
 
+# --- assumptions ---------------------------------------------------------------------------
+
+
+def assumption_lines(items: Sequence[Mapping[str, Any]], *, color: bool = False, limit: int = 4) -> list[str]:
+    """``assumed: FACT = VALUE (DETAIL)`` per premise a result rests on (``assumption_texts``),
+    assumed ones in yellow."""
+    return [
+        _paint(safe(line), "yellow" if line.startswith("assumed") else "dim", color)
+        for line in assumption_texts(items, limit=limit)
+    ]
+
+
 # --- reports -------------------------------------------------------------------------------
 
 
@@ -204,36 +238,79 @@ def _status_text(status: str) -> Text:
     return Text(safe(status), style=STATUS_STYLE.get(status, ""))
 
 
-def summary_table(report: Mapping[str, Any]) -> Table:
+WIDE = 100  # from this width on, every status column is shown, under its full name
+SHORT = {"violated": "viol.", "inconclusive": "inc."}
+
+
+def shown_statuses(report: Mapping[str, Any], width: int) -> tuple[str, ...]:
+    """The status columns of the table: all of them from ``WIDE`` columns on; below, only those
+    some result has (so the titles keep room at 80 columns)."""
+    totals = report.get("summary", {}).get("statuses", {})
+    if width >= WIDE:
+        return STATUSES
+    return tuple(s for s in STATUSES if totals.get(s, 0)) or ("proved",)
+
+
+def summary_table(report: Mapping[str, Any], width: int = WIDE) -> Table:
+    """Invariant x status counts of results, and the findings each invariant has."""
     titles = {**cat.BUILTIN, **cat.from_report(report)}
     table = Table(box=box.SIMPLE_HEAVY, show_footer=True, pad_edge=False)
     summary = report.get("summary", {})
     totals = summary.get("statuses", {})
-    table.add_column("invariant", footer="total")
-    table.add_column("title")
-    for status in STATUSES:
-        table.add_column(status, justify="right", footer=str(totals.get(status, 0)))
+    found = summary.get("findings", {})
+    statuses = shown_statuses(report, width)
+    table.add_column("invariant", footer="total", no_wrap=True)
+    table.add_column("title", ratio=1, overflow="fold")
+    for status in statuses:
+        head = status if width >= WIDE else SHORT.get(status, status)
+        table.add_column(head, justify="right", footer=str(totals.get(status, 0)), no_wrap=True)
+    all_found = {s: sum(int(c.get(s, 0)) for c in found.values()) for s in ("error", "warning", "note")}
+    table.add_column("findings", footer=findings_cell(all_found), max_width=12, overflow="fold")
     for inv, counts in summary.get("invariants", {}).items():
         row: list[RenderableType] = [Text(safe(inv)), Text(safe(cat.info(inv, titles).title))]
-        for status in STATUSES:
+        for status in statuses:
             n = counts.get(status, 0)
             row.append(Text(str(n), style=STATUS_STYLE[status] if n else "dim"))
+        mine = found.get(inv, {})
+        row.append(Text(findings_cell(mine), style="red" if mine.get("error") else "yellow"))
         table.add_row(*row)
     return table
 
 
-def finding_lines(f: Mapping[str, Any]) -> list[Text]:
+def legend(columns: Sequence[str] = (), short: bool = False) -> list[RenderableType]:
+    """What the table's columns count (those of ``columns``, or all)."""
+    rows = [
+        (f"{SHORT[c]} ({c})" if short and c in SHORT else c, [m])
+        for c, m in LEGEND
+        if not columns or c in columns
+    ]
+    return [Text(LEGEND_HEAD), Padding(_facts(rows, style=""), (0, 0, 0, 2))]
+
+
+def _facts(rows: Sequence[tuple[str, list[str]]], style: str = "bold") -> Table:
+    """Label/value lines with a hanging indent, so a wrapped value stays under itself."""
+    grid = Table.grid(padding=(0, 1), pad_edge=False)
+    grid.add_column(no_wrap=True, style=style)
+    grid.add_column(ratio=1, overflow="fold")
+    for label, values in rows:
+        for i, value in enumerate(values):
+            grid.add_row(f"{label}:" if i == 0 else "", value)
+    return grid
+
+
+def finding_lines(f: Mapping[str, Any]) -> list[RenderableType]:
+    """A finding: its headline, message, packet, expected/actual, location and rule path."""
     head = Text()
     head.append(safe(f.get("invariant", "")), style="bold")
     head.append(" ")
+    word = finding_word(f)
+    head.append_text(_status_text(word))
+    head.append(f"  {safe(where(f.get('service', ''), f.get('node', '')))}")
     severity = str(f.get("severity", "error"))
-    status = str(f.get("status", "violated"))
-    if severity == "warning" and status == "violated":
-        status = "warning"  # a warning violates nothing: say what it is
-    head.append_text(_status_text(status) if status != "warning" else Text("warning", style=SEVERITY_STYLE.get(severity, "")))
-    head.append(f"  {safe(where(f.get('service', ''), f.get('node', '')))}  ")
-    head.append(f"[{safe(severity)}]", style=SEVERITY_STYLE.get(severity, ""))
-    lines = [head, Text(f"  {safe(f.get('message', ''))}")]
+    if word != severity:
+        head.append(f"  [{safe(severity)}]", style=SEVERITY_STYLE.get(severity, ""))
+    items: list[RenderableType] = [head, Padding(Text(safe(f.get("message", ""))), (0, 0, 0, 2))]
+    rows = []
     for label, value in (
         ("packet", packet_json_text(f.get("counterexample"))),
         ("expected", f.get("expected", "")),
@@ -241,34 +318,57 @@ def finding_lines(f: Mapping[str, Any]) -> list[Text]:
         ("location", f.get("location", "")),
     ):
         if value:
-            t = Text(f"  {label + ':':<10}", style="bold")
-            t.append(safe(value))
-            lines.append(t)
+            rows.append((label, value_lines(value)))
+    if rows:
+        items.append(Padding(_facts(rows), (0, 0, 0, 2)))
     path = list(f.get("path", []))
     if path:
-        lines.append(Text("  rule path:", style="bold"))
         nums = list(f.get("lines", []))
+        texts = list(f.get("rules", []))
+        steps = Table.grid(padding=(0, 1), pad_edge=False)
+        steps.add_column(justify="right", no_wrap=True)
+        steps.add_column(ratio=1, overflow="fold")
         for i, step in enumerate(path):
             line = nums[i] if i < len(nums) else 0
-            t = Text(f"    {i + 1:>2}. {safe(step)}")
+            t = Text(safe(step))
             if line:
                 t.append(f"  (line {safe(line)})", style="dim")
-            lines.append(t)
-    return lines
+            if i < len(texts) and texts[i]:
+                t.append("\n")
+                t.append(safe(texts[i]), style="dim")
+            steps.add_row(f"{i + 1}.", t)
+        items.append(Padding(Text("rule path:", style="bold"), (0, 0, 0, 2)))
+        items.append(Padding(steps, (0, 0, 0, 4)))
+    return items
 
 
-def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 100) -> str:
-    """The summary table (invariant x status) and every finding, for a terminal."""
+def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 80) -> str:
+    """The summary table (invariant x status), what its columns mean, and every finding.
+
+    Laid out for ``width`` columns (``terminal_width`` gives the terminal's): at 80 the titles
+    wrap inside their column; with more room they take it.
+    """
     summary = report.get("summary", {})
     outcome = str(summary.get("outcome", ""))
     head = Text()
     head.append(f"nat-verify {safe(report.get('command', ''))}".rstrip() + ": ")
     head.append(safe(outcome.upper()) or "?", style=STATUS_STYLE.get(outcome, "bold"))
     head.append(f" (exit code {safe(summary.get('exit_code', '?'))})")
+    severities = summary.get("severities", {})
+    if outcome == "ok" and (severities.get("warning") or severities.get("note")):
+        head.append(", " + findings_cell({**severities, "error": 0}), style="yellow")
     clusters = report.get("clusters", [])
     if clusters:
         head.append(f"  clusters: {safe(', '.join(map(str, clusters)))}")
-    items: list[RenderableType] = [head, summary_table(report)]
+    columns = (*shown_statuses(report, width), "findings")
+    items: list[RenderableType] = [head, summary_table(report, width), *legend(columns, short=width < WIDE), Text("")]
+    lines = assumption_lines(report.get("assumptions", []), color=color)
+    if lines:
+        items.append(Text(f"What the results rest on ({len(lines)})", style="bold underline"))
+    for line in lines:
+        items.append(Padding(Text.from_ansi(line) if color else Text(line), (0, 0, 0, 2)))
+    if lines:
+        items.append(Text(""))
     findings = list(report.get("findings", []))
     if findings:
         items.append(Text(f"Findings ({len(findings)})", style="bold underline"))
@@ -277,4 +377,9 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
             items.append(Text(""))
     else:
         items.append(Text("No findings."))
-    return _print(items, color=color, width=width)
+    return _print(items, color=color, width=width, soft_wrap=False)
+
+
+def render_finding_text(f: Mapping[str, Any], *, width: int = 100) -> str:
+    """One finding as plain text, as the terminal shows it without colour."""
+    return _print(finding_lines(f), color=False, width=width, soft_wrap=False).rstrip("\n")

@@ -60,7 +60,9 @@ def test_trace_kernel_json_has_the_model_shape(web_dump: Path, tmp_path: Path) -
         assert k["format"] == m["format"] == "nat_verify.trace/v1"
         assert k["packet"] == m["packet"]
         (ko,) = k["outcomes"]  # type: ignore[misc]
-        assert set(m["outcomes"][0]) <= set(ko) | {"snat"}  # type: ignore[index]
+        # the model's split over several endpoints adds its distance from a uniform choice; the
+        # kernel observes one connection, so it has no split to compare
+        assert set(m["outcomes"][0]) <= set(ko) | {"snat", "uniform", "from_uniform"}  # type: ignore[index]
         assert ko["probability"] == "1" and ko["path"] == [] and "kernel" in ko["reason"]
     first, second, third = (k["outcomes"][0] for k in kernel)  # type: ignore[index]
     # pod traffic inside the cluster CIDR is not masqueraded; the endpoint is one of the two

@@ -275,6 +275,54 @@ COMMIT
     assert oracle.probe(POD_A, "10.96.0.40", 80, proto="tcp", origin="pod").dnat is None
 
 
+# A ClusterIP whose endpoint is the node's own address (the API server on a control-plane node,
+# a hostNetwork pod), marked for masquerade as kube-proxy marks traffic from outside the pod
+# network. A marker SNAT in nat POSTROUTING shows whether that hook runs at all.
+LOCAL_ENDPOINT = (
+    NAT_HEAD
+    + f""":SVC - [0:0]
+-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp --dport 443 -j SVC
+-A SVC ! -s 10.244.0.0/16 -j KUBE-MARK-MASQ
+-A SVC -p tcp -j DNAT --to-destination {NODE}:6443
+COMMIT
+"""
+)
+POSTROUTING_MARKER = LOCAL_ENDPOINT.replace(
+    "-A POSTROUTING -j KUBE-POSTROUTING",
+    "-A POSTROUTING -p tcp --dport 6443 -j SNAT --to-source 192.0.2.99\n-A POSTROUTING -j KUBE-POSTROUTING",
+)
+
+
+@pytest.mark.parametrize(("src", "origin"), [(EXT, "external"), (POD_A, "pod")], ids=["external", "pod"])
+def test_dnat_to_a_node_address_is_delivered_locally(oracle: KernelOracle, src: str, origin: str) -> None:
+    oracle.expect_local_ports("tcp", {6443})
+    # After nat PREROUTING's DNAT the destination is a local address, so the routing decision
+    # sends the packet to INPUT: nat POSTROUTING (an output/forward hook) never sees it. The
+    # marker SNAT there does not fire, and neither does kube-proxy's MASQUERADE, although the
+    # packet carries the masquerade mark: the endpoint sees the client's own address, and the
+    # conntrack reply tuple (node:6443 -> client) is reversed to ClusterIP:443 -> client.
+    oracle.load(POSTROUTING_MARKER)
+    r = oracle.probe(src, "10.96.0.1", 443, origin=origin)
+    assert (r.verdict, r.dnat, r.snat_ip) == ("accept", (NODE, 6443), None)
+    oracle.load(LOCAL_ENDPOINT)
+    r = oracle.probe(src, "10.96.0.1", 443, origin=origin)
+    assert (r.verdict, r.dnat, r.snat_ip) == ("accept", (NODE, 6443), None)
+
+
+def test_host_to_its_own_endpoint_takes_the_output_path(oracle: KernelOracle) -> None:
+    oracle.expect_local_ports("tcp", {6443})
+    # The node's own connection is DNATed in nat OUTPUT and does pass nat POSTROUTING (it
+    # leaves by lo): the marker SNAT rewrites its source, which proves the hook ran.
+    oracle.load(POSTROUTING_MARKER)
+    r = oracle.probe(NODE, "10.96.0.1", 443, origin="host")
+    assert (r.verdict, r.dnat, r.snat_ip) == ("accept", (NODE, 6443), "192.0.2.99")
+    # Under kube-proxy's plumbing the mark leads to MASQUERADE there, which picks a node
+    # address for lo's route: the source stays the node's, so no rewrite is visible.
+    oracle.load(LOCAL_ENDPOINT)
+    r = oracle.probe(NODE, "10.96.0.1", 443, origin="host")
+    assert (r.verdict, r.dnat, r.snat_ip) == ("accept", (NODE, 6443), None)
+
+
 def test_bad_probe_and_bad_restore_are_clear_errors(oracle: KernelOracle) -> None:
     with pytest.raises(ProbeError, match="not a pod"):
         oracle.probe("10.244.1.99", "10.96.0.1", 80, origin="pod")

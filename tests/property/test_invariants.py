@@ -73,7 +73,9 @@ HINTS_WITH_ITP_LOCAL = Cluster(
 @example(NODEPORT_ADDRESSES)
 @example(HINTS_WITH_ITP_LOCAL)
 def test_compiled_rules_satisfy_every_invariant(cluster: Cluster) -> None:
-    report = verify_cluster(cluster)
+    # the rules' invariants: a generated cluster's Pods are drawn to exercise the rules (Services
+    # without Ready Pods included), so its objects are checked in tests/property/test_objects.py
+    report = verify_cluster(cluster, objects=False)
     errors = [f for f in report.findings if f.severity == "error"]
     assert not errors, "\n".join(f"{f.invariant} {f.node} {f.message} [{f.packet}]" for f in errors[:5])
     inconclusive = [r for r in report.results if r.status == "inconclusive"]

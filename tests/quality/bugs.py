@@ -93,6 +93,7 @@ ETP = "default/etp-local:http"
 ITPNP = "default/itp-np:http"
 MIXED = "default/mixed:http"
 STICKY = "default/sticky:https"
+INGRESS = "ingress-nginx/ingress-nginx-controller:http"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,6 +291,24 @@ def etp_local_without_host_short_circuit(text: str) -> str:
     no endpoint (blackhole, NV005).
     """
     return delete_line(text, f'"route LOCAL traffic for {ETP} external destinations"')
+
+
+def etp_local_without_pod_short_circuit_local_endpoints(text: str) -> str:
+    """eTP=Local, an endpoint on this node and one on the other, minus the pod short-circuit.
+
+    Pods on node-1 reaching the ingress LB IP go through KUBE-SVL like external clients and
+    land on node-1's controller only: every outcome is an allowed endpoint, but the other
+    node's controller is never chosen. NV005 says pod traffic is short-circuited to every
+    cluster endpoint (kubernetes#66354, PR 77523); this is its finding, not only a skewed
+    share (NV007).
+    """
+    return delete_line(text, f'"pod traffic for {INGRESS} external destinations"')
+
+
+def etp_local_without_host_short_circuit_local_endpoints(text: str) -> str:
+    """The same with the host: without "route LOCAL traffic" a process on node-1 is sent to
+    KUBE-SVL, i.e. to node-1's controller only (NV005: host traffic is short-circuited)."""
+    return delete_line(text, f'"route LOCAL traffic for {INGRESS} external destinations"')
 
 
 def etp_local_masquerades_external(text: str) -> str:
@@ -665,6 +684,20 @@ BUGS: tuple[PlantedBug, ...] = (
         etp_local_without_host_short_circuit, ("NV005",), "host -> LB IP (eTP=Local, no local endpoint) not routed",
         history="4", witness=_pkt("192.168.1.11", "203.0.113.10", 80, "host"),
         service=ETP,
+    ),
+    PlantedBug(
+        "etp-local-no-pod-short-circuit-with-local-endpoint", _spec("hostnetwork-daemonset"), "node-1",
+        etp_local_without_pod_short_circuit_local_endpoints, ("NV005",),
+        "pod -> LB IP (eTP=Local, local endpoint) only to the local endpoint",
+        history="4", witness=_pkt("10.42.1.2", "203.0.113.20", 80, "pod"),
+        service=INGRESS, not_flagged=("NV007",),
+    ),
+    PlantedBug(
+        "etp-local-no-host-short-circuit-with-local-endpoint", _spec("hostnetwork-daemonset"), "node-1",
+        etp_local_without_host_short_circuit_local_endpoints, ("NV005",),
+        "host -> LB IP (eTP=Local, local endpoint) only to the local endpoint",
+        history="4", witness=_pkt("192.168.1.10", "203.0.113.20", 80, "host"),
+        service=INGRESS, not_flagged=("NV007",),
     ),
     PlantedBug(
         "etp-local-masquerades-external", _spec("etp-local"), "node-1", etp_local_masquerades_external,

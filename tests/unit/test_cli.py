@@ -184,7 +184,7 @@ def test_check_broken_dump_gives_counterexample_and_exit_1(node1_dump: Path, tmp
     doc = json.loads(out)
     nv004 = [f for f in doc["findings"] if f["invariant"] == "NV004"]
     assert nv004 and nv004[0]["counterexample"]["dst"] in ("192.168.1.10:30080", "127.0.0.1:30080")
-    assert any(f["invariant"] == "NV015" for f in doc["findings"])
+    assert any(f["invariant"] == "NV015" and f["severity"] == "error" for f in doc["findings"])
 
 
 def test_check_tolerates_foreign_chains_and_order(node1_dump: Path, tmp_path: Path) -> None:

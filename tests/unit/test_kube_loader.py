@@ -26,8 +26,10 @@ from nat_verify.model.cluster import (
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC_NAMES = [
+    "control-plane",
     "dual-stack",
     "etp-local",
+    "hostnetwork-daemonset",
     "itp-local",
     "loadbalancer-source-ranges",
     "named-targetport",
@@ -132,7 +134,7 @@ def test_no_endpoints_and_rollout() -> None:
     c = spec("no-endpoints")
     eps = [e for s in c.slices for e in s.endpoints]
     assert eps and not any(e.ready or e.serving for e in eps)
-    assert not any(p.ready for p in c.pods)  # Ready condition "False"
+    assert c.services[0].selector is None and not c.pods
     c = spec("rollout-terminating")
     eps = [e for s in c.slices for e in s.endpoints]
     assert not any(e.ready for e in eps)

@@ -120,6 +120,15 @@ BAD = [
     ("no table at all", "hello\n", 1, "expected '*table'"),
     ("empty", "", 1, "no table"),
     ("dangling negation", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT !\nCOMMIT\n", 3, "negates nothing"),
+    ("huge chain counters", "*nat\n:PREROUTING ACCEPT [" + "9" * 5000 + ":0]\nCOMMIT\n", 2, "64-bit"),
+    ("huge rule counters", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -c " + "9" * 5000 + " 1 -j ACCEPT\nCOMMIT\n", 3, "64-bit"),
+    ("negative counters", "*nat\n:PREROUTING ACCEPT [0:0]\n[-1:0] -A PREROUTING -j ACCEPT\nCOMMIT\n", 3, "64-bit"),
+    ("second COMMIT", "*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\nCOMMIT\n", 4, "COMMIT without"),
+    ("table twice", "*nat\nCOMMIT\n*nat\nCOMMIT\n", 3, "appears twice"),
+    ("unterminated quote", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -m comment --comment \"x -j ACCEPT\nCOMMIT\n", 3, "unterminated"),
+    ("NUL", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACC\x00EPT\nCOMMIT\n", 3, "control character 0x00"),
+    ("counters alone", "*nat\n:PREROUTING ACCEPT [0:0]\n[1:2]\nCOMMIT\n", 3, "counters with no rule"),
+    ("cut in a table", "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j AC", 3, "no COMMIT"),
 ]  # fmt: skip
 
 

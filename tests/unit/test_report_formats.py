@@ -100,7 +100,7 @@ def test_html_is_self_contained(report: dict[str, Any]) -> None:
     assert "http://" not in out and "https://" not in out
     # one section per finding, and the summary table rows: 3 invariants
     sections = [a for t, a in parsed.tags if t == "section"]
-    assert [dict(a)["class"] for a in sections] == ["finding violated", "finding inconclusive"]
+    assert [dict(a)["class"] for a in sections] == ["finding card-violated", "finding card-inconclusive"]
     tbody_rows = out.split("<tbody>")[1].split("</tbody>")[0].count("<tr>")
     assert tbody_rows == 3
 
@@ -112,10 +112,10 @@ def test_markdown_summary_and_finding(report: dict[str, Any]) -> None:
     out = render_markdown(report)
     lines = out.splitlines()
     assert lines[0] == "# nat-verify report: violated"
-    assert "| invariant | title | proved | holds | violated | inconclusive |" in lines
+    assert "| invariant | title | violated | inconclusive | holds | proved | findings |" in lines
     nv002 = next(ln for ln in lines if ln.startswith("| `NV002`"))
-    assert nv002.endswith("| 0 | 0 | **1** | 0 |")
-    assert "| **total** |  | **0** | **1** | **1** | **1** |" in lines
+    assert nv002.endswith("| **1** | 0 | 0 | 0 | 1 error |")
+    assert "| **total** |  | **1** | **1** | **1** | **0** | 1 error, 1 note |" in lines
     assert "## Findings (2)" in lines
     assert "| **packet** | `external tcp 203.0.113.9:40000 -> 192.168.0.2:30080` |" in lines
     assert "| **location** | `specs/web.yaml:14` |" in lines
@@ -130,15 +130,16 @@ def test_markdown_mermaid_block_for_each_rule_path(report: dict[str, Any]) -> No
     blocks = out.split("```mermaid\n")[1:]
     assert len(blocks) == 1  # only the NV002 finding has a path
     body = blocks[0].split("\n```")[0].splitlines()
-    assert body[0] == "flowchart LR"
-    # packet, 6 chains, the actual result as the end node
-    assert sum(1 for ln in body if ln.strip().startswith(("c", "packet(", "verdict("))
-               and "-->" not in ln) == 8
-    # c4 is KUBE-SVC-BBB, whose rule 3 jumped to KUBE-SEP-ZZZ (c5); the report's path has no
-    # targets, so the edge to the verdict carries no NAT label
-    assert '  c4 -->|"rule 3"| c5' in body
-    assert "  c5 --> verdict" in body
-    assert all("<" not in ln and "```" not in ln for ln in body)
+    assert body[0] == "flowchart TD"
+    nodes = [ln for ln in body[1:] if "-->" not in ln and not ln.strip().startswith(("class", "classDef"))]
+    # client, address, nat PREROUTING, the five KUBE chains, DNAT, routing, the end
+    assert len(nodes) == 11
+    assert nodes[2].startswith('  h2["nat PREROUTING<br>rule 1, line 53"]')
+    assert nodes[8].startswith('  h8["DNAT')
+    # NV002 is about where the packet goes: the DNAT step is the one marked
+    assert "  class h8 fault" in body
+    assert "  h7 --> h8" in body
+    assert all("```" not in ln and "<" not in ln.replace("<br>", "") for ln in body)
 
 
 def test_markdown_escaping_helpers() -> None:
@@ -212,6 +213,13 @@ def test_sarif_uris(report: dict[str, Any]) -> None:
     assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {
         "uri": "file:///repo/specs/my%20web.yaml"
     }
+    # a relative path that leaves the working tree is no repository path: its file URI
+    report["findings"][0]["location"] = "../outside/a.yaml:3"
+    res = json.loads(render_sarif(report, root="/repo/sub"))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "file:///repo/outside/a.yaml"}
+    report["findings"][0]["location"] = "specs/../specs/a.yaml:3"
+    res = json.loads(render_sarif(report, root="/repo"))["runs"][0]["results"][0]
+    assert res["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "specs/a.yaml", "uriBaseId": "%SRCROOT%"}
     # no manifest location: the deciding rule in the dump (the last step, line 120)
     report["findings"][0]["location"] = "<generated>"
     res = json.loads(render_sarif(report))["runs"][0]["results"][0]
@@ -273,6 +281,61 @@ def test_junit_survives_control_characters_and_orphan_findings(report: dict[str,
     root = ET.fromstring(render_junit(report))
     assert (root.get("tests"), root.get("failures")) == ("4", "2")
     msg = root.find("testsuite[@name='NV002']/testcase/failure")
-    assert msg is not None and msg.get("message") == "bad\ufffdbyte"
+    # a control character is shown as \\xNN, as in every other format
+    assert msg is not None and msg.get("message") == "bad\\x01byte"
     orphan = root.find("testsuite[@name='NV014']/testcase")
     assert orphan is not None and orphan.get("name") == "(node-wide) @ node-a"
+
+
+def test_fields_newer_engines_add_to_results_are_shown() -> None:
+    # results may carry what a proof rests on ("assumptions", a list): HTML and Markdown show it
+    report = build_report([Result("NV001", "a/b:80", "n", "proved", "exhaustive")], [],
+                          command="verify", clusters=["c"])  # fmt: skip
+    report["results"][0]["assumptions"] = ["route_localnet=1 (default)", "pod interface cni0"]
+    md = render_markdown(report)
+    header = next(ln for ln in md.splitlines() if ln.startswith("| invariant | service"))
+    assert header.endswith("| assumptions |")
+    assert "route\\_localnet=1 \\(default\\)<br>pod interface cni0" in md
+    html = render_html(report)
+    assert "<th>assumptions</th>" in html and "route_localnet=1 (default)<br>pod interface cni0" in html
+
+
+def test_share_chart_shows_the_kernels_counts_and_destinations_the_model_lacks() -> None:
+    from fractions import Fraction
+    from ipaddress import ip_address
+
+    from nat_verify.model.outcome import Outcome, Trace
+    from nat_verify.model.packet import Packet
+    from nat_verify.report.evidence import Share
+
+    def dnat(ip: str) -> Outcome:
+        return Outcome(Fraction(1, 2), "forward", ip_address(ip), 8080, ip_address("10.42.1.2"), 40000, dnat=True)
+
+    trace = Trace(Packet("10.42.1.2", "10.43.0.15", dport=80, origin="pod"), (dnat("10.42.1.7"), dnat("10.42.2.3")))
+    # 10 probes: 6 and 3 to the model's endpoints, 1 to an address no rule of the model names
+    share = Share("a/web:80", "n1", trace, 10, (("10.42.1.7:8080", 6), ("10.42.2.3:8080", 3), ("10.9.9.9:80", 1)))
+    doc = share.to_json()
+    assert doc["probes"] == 10
+    assert [(e["destination"], e["probability"], e["observed"]) for e in doc["endpoints"]] == [
+        ("10.42.1.7:8080", "1/2", 6), ("10.42.2.3:8080", "1/2", 3), ("10.9.9.9:80", "0", 1)
+    ]
+    report = build_report([], [], command="check", clusters=[], shares=[share])
+    html = render_html(report)
+    assert html.count('<rect class="obs"') == 3 and "observed 1 of 10" in html
+
+
+def test_what_the_results_rest_on_is_shown_in_every_format() -> None:
+    # a report's "assumptions": facts the user did not give (the node facts work adds them)
+    report = build_report([Result("NV001", "a/b:80", "n1", "proved", "exhaustive")], [],
+                          command="check", clusters=["c"])  # fmt: skip
+    report["assumptions"] = [
+        {"node": "n1", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
+        {"node": "n2", "fact": "route_localnet", "value": "1", "basis": "assumed", "detail": "kube-proxy's default"},
+    ]
+    line = "assumed: route_localnet = 1 [2 nodes] (kube-proxy's default)"
+    from nat_verify.report.text import render_text
+
+    assert line in render_text(report, width=100)
+    assert line in render_html(report).replace("&#x27;", "'")
+    assert md_text(line) in render_markdown(report)
+    assert json.loads(render_sarif(report))["runs"][0]["properties"]["assumptions"] == [line]

@@ -64,10 +64,10 @@ def test_one_line_form_of_a_nodeport_trace() -> None:
     expected = (
         "external 203.0.113.9 -> 192.168.0.2:30080 | nat PREROUTING -> KUBE-SERVICES -> "
         "KUBE-NODEPORTS -> KUBE-EXT-AAA -> KUBE-SVC-BBB -> KUBE-SEP-CCC | DNAT 10.42.1.7:8080 "
-        "(p=1/2) | masquerade\n"
+        "(p=0.5000) | masquerade\n"
         "external 203.0.113.9 -> 192.168.0.2:30080 | nat PREROUTING -> KUBE-SERVICES -> "
         "KUBE-NODEPORTS -> KUBE-EXT-AAA -> KUBE-SVC-BBB -> KUBE-SEP-DDD | DNAT 10.42.2.8:8080 "
-        "(p=1/2) | masquerade\n"
+        "(p=0.5000) | masquerade\n"
     )
     assert render_trace_text(nodeport_trace()) == expected
 
@@ -174,7 +174,7 @@ def test_accept_without_nat_and_ipv6_and_inconclusive() -> None:
     )
     assert _one(v6, unsure) == (
         "external 2001:db8::9 -> [fd00::10]:443 | nat PREROUTING -> KUBE-SERVICES | "
-        "inconclusive (match socket is not modelled) (p=1/3)\n"
+        "inconclusive (match socket is not modelled) (p=0.3333)\n"
     )
 
 
@@ -230,12 +230,12 @@ def test_render_text_summary_and_findings() -> None:
     lines = out.splitlines()
     assert lines[0] == "nat-verify check: VIOLATED (exit code 1)  clusters: specs/web.yaml"
     row = next(ln for ln in lines if ln.lstrip().startswith("NV002"))
-    # columns proved holds violated inconclusive: 0 0 1 0 (the sample's NV002 counts)
-    assert row.split()[-4:] == ["0", "0", "1", "0"]
+    # columns violated inconclusive holds proved, then findings (the sample's NV002 counts)
+    assert row.split()[-6:] == ["1", "0", "0", "0", "1", "error"]
     row = next(ln for ln in lines if ln.lstrip().startswith("NV011"))
-    assert row.split()[-4:] == ["0", "0", "0", "1"]
+    assert row.split()[-6:] == ["0", "1", "0", "0", "1", "note"]
     total = next(ln for ln in lines if ln.lstrip().startswith("total"))
-    assert total.split()[-4:] == ["0", "1", "1", "1"]
+    assert total.split()[:6] == ["total", "1", "1", "1", "0", "1"]  # then "error, 1 note", wrapped
     assert "Findings (2)" in out
     assert "NV002 violated  default/web:80 on node-a  [error]" in out
     assert "packet:   external tcp 203.0.113.9:40000 -> 192.168.0.2:30080" in out
