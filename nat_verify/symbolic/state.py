@@ -309,7 +309,7 @@ def initial(
     st.extras = ()
     st.src, st.sport, st.dst, st.dport, st.proto = src, sport, dst, dport, proto
     st.mark, st.ctmark = mark, 0
-    st.in_iface = in_iface or {"external": ctx.ext_iface, "pod": ctx.pod_iface, "host": ""}[origin]
+    st.in_iface = in_iface or ctx.in_iface(origin)  # as far as the node's facts tell it
     st.out_iface = ""
     st.prob = Fraction(1)
     st.path = ()
