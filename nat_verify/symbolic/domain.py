@@ -190,6 +190,31 @@ def _all(parts: list[z3.BoolRef]) -> z3.BoolRef:
     return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(parts), _array(parts)), ctx)
 
 
+def cover(a: Span, care: Span, bits: int) -> list[tuple[int, int]]:
+    """Few CIDRs, as (network, prefix length), that hold exactly the members of ``a`` among the
+    values of ``care`` (values outside ``care`` may fall either way: the shortest answer)."""
+    out: list[tuple[int, int]] = []
+    todo = [(0, 0)]
+    while todo:
+        net, plen = todo.pop()
+        block = ((net, net + (1 << (bits - plen)) - 1),)
+        c = intersect(care, block)
+        if not c or not intersect(a, c):
+            continue
+        if subset(c, a):
+            out.append((net, plen))
+            continue
+        half = 1 << (bits - plen - 1)
+        todo += [(net + half, plen + 1), (net, plen + 1)]
+    return sorted(out)
+
+
+def describe_cover(a: Span, care: Span, family: int) -> list[str]:
+    to_ip = ipaddress.IPv4Address if family == 4 else ipaddress.IPv6Address
+    bits = 32 if family == 4 else 128
+    return [f"{to_ip(n)}/{p}" for n, p in cover(a, care, bits)]
+
+
 def describe(a: Span, family: int) -> str:
     """The set as CIDRs (addresses), for messages."""
     to_ip = ipaddress.IPv4Address if family == 4 else ipaddress.IPv6Address

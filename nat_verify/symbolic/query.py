@@ -35,7 +35,7 @@ from nat_verify.symbolic import domain
 from nat_verify.symbolic.classes import Undecided
 from nat_verify.symbolic.domain import Span
 from nat_verify.symbolic.slices import ORIGINS, Slice
-from nat_verify.symbolic.state import Constrained, Space, SymState, Test, conjoin, equal
+from nat_verify.symbolic.state import Constrained, Space, SymState, Test, address, conjoin, equal
 from nat_verify.symbolic.walk import TooManyPaths, Walker
 from nat_verify.symbolic.whole import PROTOS, sliced_walks
 
@@ -68,7 +68,8 @@ class Answer:
     question: str
     answer: str  # yes | no | inconclusive
     witnesses: tuple[Witness, ...] = ()
-    sources: tuple[tuple[str, str], ...] = ()  # (origin, CIDRs) of the sources with the property
+    # (destination, origin, CIDRs) of the sources with the property
+    sources: tuple[tuple[str, str, str], ...] = ()
     slices: int = 0
     reasons: tuple[str, ...] = ()
     bugs: tuple[str, ...] = ()
@@ -79,7 +80,7 @@ class Answer:
             "question": self.question,
             "answer": self.answer,
             "witnesses": [{"packet": w.packet.to_json(), "outcomes": [o.to_json() for o in w.trace.outcomes]} for w in self.witnesses],
-            "sources": [{"from": o, "sources": s} for o, s in self.sources],
+            "sources": [{"destination": d, "from": o, "sources": s} for d, o, s in self.sources],
             "slices": self.slices,
             "reasons": list(self.reasons),
             "bugs": list(self.bugs),
@@ -134,8 +135,8 @@ def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
     walker = Walker(interp.program)
     space = walker.space
     witnesses: list[Witness] = []
-    sources: dict[str, Span] = {}
-    universe: dict[str, Span] = {}  # per origin, the sources asked about
+    sources: dict[tuple[str, str], Span] = {}  # per (destination, origin)
+    universe: dict[tuple[str, str], Span] = {}  # the sources asked about
     exact_sources = True
     reasons: list[str] = []
     bugs: list[str] = []
@@ -162,14 +163,15 @@ def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
             c = conjoin(st, tests)
             if c is not None:
                 sets.append(c)
-        universe[w.origin] = domain.union(universe.get(w.origin, ()), w.region["src"])
+        where = (_label(w.slice, ctx.family), w.origin)
+        universe[where] = domain.union(universe.get(where, ()), w.region["src"])
         if q.describe_sources:
             for c in sets:
                 if c.extras:
                     exact_sources = False
                 src = domain.intersect(c.dom("src"), w.region["src"])
                 if src:
-                    sources[w.origin] = domain.union(sources.get(w.origin, ()), src)
+                    sources[where] = domain.union(sources.get(where, ()), src)
         if w.origin in seen_origins:
             continue  # one witness per origin is enough
         try:
@@ -189,18 +191,41 @@ def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
         if not q.describe_sources:
             break
     answer = "yes" if witnesses else ("inconclusive" if reasons or bugs else "no")
-    described = tuple((o, _describe(s, universe[o], ctx.family) + ("" if exact_sources else " (at least)"))
-                      for o, s in sorted(sources.items(), key=lambda kv: ORIGINS.index(kv[0])))  # fmt: skip
+    described = tuple((d, o, _describe(s, universe[(d, o)], ctx.family) + ("" if exact_sources else " (at least)"))
+                      for (d, o), s in sorted(sources.items(), key=lambda kv: ORIGINS.index(kv[0][1])))  # fmt: skip
     return Answer(q.text, answer, tuple(witnesses), described if witnesses else (), n, tuple(dict.fromkeys(reasons))[:5], tuple(bugs))
 
 
+def _label(s: Slice, family: int) -> str:
+    a, p = domain.single(s.dst), domain.single(s.dport)
+    if a is None:
+        return "other destinations"
+    addr = address(a, family)
+    host = f"[{addr}]" if family == 6 else str(addr)
+    return f"{host}:{p}" if p is not None else host
+
+
 def _describe(span: Span, universe: Span, family: int) -> str:
-    """CIDRs of ``span``, or of what it leaves out of ``universe`` when that is shorter."""
+    """The sources of ``span`` as few CIDRs: those it holds, or those it leaves out of
+    ``universe`` (the sources asked about; addresses outside it may fall either way), each
+    with a few exceptions when that is shorter ("every source but 10.42.0.0/16 (except
+    10.42.2.3/32)")."""
     rest = domain.subtract(universe, span)
     if not rest:
         return f"every source ({domain.describe(universe, family)})" if len(universe) <= 4 else "every source"
-    inside, outside = domain.describe(span, family), domain.describe(rest, family)
-    return inside if len(inside) <= len(outside) else f"every source but {outside}"
+
+    def shapes(main: Span, other: Span, prefix: str) -> list[tuple[int, str]]:
+        out = []
+        plain = domain.describe_cover(main, universe, family)
+        out.append((len(plain), prefix + ", ".join(plain)))
+        small = domain.normalise(iv for iv in other if iv[1] - iv[0] < 16)
+        if small:
+            wide = domain.describe_cover(domain.union(main, small), universe, family)
+            holes = domain.describe_cover(small, universe, family)
+            out.append((len(wide) + len(holes), f"{prefix}{', '.join(wide)} (except {', '.join(holes)})"))
+        return out
+
+    return min([*shapes(span, rest, ""), *shapes(rest, span, "every source but ")])[1]
 
 
 def _meets(space: Space, c: Constrained, region: dict[str, Span]) -> bool:

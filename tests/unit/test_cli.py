@@ -261,7 +261,7 @@ def test_diff_restore_and_save_spelling_are_equivalent(node1_dump: Path, tmp_pat
     code, restore, _ = run("compile", WEB, "--node", "node-1")
     p = tmp_path / "node-1.restore"
     p.write_text(restore)
-    code, out, _ = run("diff", str(node1_dump), str(p), "--cluster", WEB, "--node", "node-1", "--format", "json")
+    code, out, _ = run("diff", str(node1_dump), str(p), "--cluster", WEB, "--node", "node-1", "--format", "json", "--engine", "exhaustive")
     assert code == 0
     doc = json.loads(out)
     assert doc["equivalent"] is True and doc["classes"] > 50
