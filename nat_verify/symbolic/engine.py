@@ -73,7 +73,7 @@ from nat_verify.symbolic import domain
 from nat_verify.symbolic.classes import Undecided, classes
 from nat_verify.symbolic.domain import Span
 from nat_verify.symbolic.paths import outcomes, same_outcomes
-from nat_verify.symbolic.state import Var, initial
+from nat_verify.symbolic.state import UNENCODED, Var, initial
 from nat_verify.symbolic.walk import Path, TooManyPaths, Walker
 
 SPORTS: Span = ((1, 65535),)  # port 0 is no valid source port
@@ -91,6 +91,11 @@ class SourceClass:
     @property
     def agrees(self) -> bool:
         return same_outcomes(self.predicted, self.trace.outcomes)
+
+    @property
+    def unencoded(self) -> str:
+        """Why a path of this class could not be followed symbolically ("" when all were)."""
+        return next((o.reason for o in self.predicted if o.reason.startswith(UNENCODED)), "")
 
 
 @attrs.frozen
@@ -210,6 +215,10 @@ def check_ruleset_z3(
             invs = set(exp.invariants) | ({"NV010"} if exp.kind == "dnat" else set())
             touched |= invs
             acc.touch(invs, dest.service)
+            if c.unencoded:
+                for i in invs:
+                    acc.inconclusive.setdefault((i, dest.service), c.unencoded)
+                continue
             if not c.agrees:
                 reason = replay_failure(c)
                 for i in invs:

@@ -48,11 +48,22 @@ from nat_verify.netfilter.predicate import (
     Recent,
     Unknown,
     Verdict,
+    describe,
     evaluator,
     reads,
 )
 from nat_verify.symbolic import domain
-from nat_verify.symbolic.state import In, SymState, Test, Var, equal, is_concrete, kind_of, split
+from nat_verify.symbolic.state import (
+    In,
+    SymState,
+    Test,
+    Unencoded,
+    Var,
+    equal,
+    is_concrete,
+    kind_of,
+    split,
+)
 
 Piece = tuple[SymState, Verdict]
 
@@ -89,7 +100,7 @@ def leaf_test(p: Pred, st: SymState) -> Verdict | Test:
         return In("proto", domain.point(p.number))
     for f in reads(p):
         if not is_concrete(getattr(st, f, None)):
-            raise AssertionError(f"{type(p).__name__} on a field the walk does not know: {f}")
+            raise Unencoded(f"{describe(p)} on a field that depends on the packet ({f})")
     return _evaluate(p, st)
 
 

@@ -39,6 +39,14 @@ MARK_FIELDS = frozenset({"mark", "ctmark"})
 VALUE_FIELDS = ("src", "sport", "dst", "dport", "orig_src", "orig_dst", "orig_sport", "orig_dport", "mark", "ctmark", "proto")
 
 
+UNENCODED = "no symbolic encoding: "  # the reason of a path this package cannot follow
+
+
+class Unencoded(Exception):
+    """A construct the symbolic walk has no encoding for (the path ends inconclusive, naming
+    it: an answer resting on it is never proved, and its replay is no bug)."""
+
+
 @attrs.frozen
 class Var:
     """The packet's own value of variable ``name`` (constrained only by the state)."""

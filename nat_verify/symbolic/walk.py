@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 import attrs
+import z3
 
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.model.outcome import Step
@@ -61,9 +62,11 @@ from nat_verify.netfilter.state import RecentState
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.evaluate import conjunction, leaf_test
 from nat_verify.symbolic.state import (
+    UNENCODED,
     Space,
     SymState,
     Test,
+    Unencoded,
     Var,
     equal,
     initial,
@@ -105,7 +108,7 @@ class _Env:
         if is_concrete(dst):
             return self.walker.route(dst)
         if self.st.route is None:
-            raise AssertionError("a variable destination without a route")
+            raise Unencoded("a route to a destination that depends on the packet")
         return self.st.route
 
 
@@ -239,7 +242,7 @@ class Walker:
             n.out_iface = self.route(s.dst).iface  # type: ignore[arg-type]
             return [n]
         if not isinstance(s.dst, Var):
-            raise AssertionError("a destination term that is not a packet variable")
+            raise Unencoded("the route to a computed destination")
         var = s.dst.name
         dom = s.dom(var)
         bounds = [0, *self._route_cuts, 1 << s.space.bits(var)]
@@ -351,7 +354,14 @@ class Walker:
                     s.path = (*s.path, cr.step)
                     items = [("emit", s, INCONCLUSIVE)]
                     break
-                ps = conjunction(cr.preds, s)
+                try:
+                    ps = conjunction(cr.preds, s)
+                except Unencoded as e:
+                    s = s.copy()
+                    s.reason = f"{UNENCODED}{ch.table} {ch.name} rule {cr.index} (line {cr.rule.line}): {e}"
+                    s.path = (*s.path, cr.step)
+                    items = [("emit", s, INCONCLUSIVE)]
+                    break
                 if len(ps) == 1 and ps[0][1] is False:
                     s = ps[0][0]
                     continue
@@ -398,7 +408,11 @@ class Walker:
                 return [("run", s, i + 1)]
             s.reason = f"target {spec.name} (line {cr.rule.line}) is not modelled"
             return [("emit", s, INCONCLUSIVE)]
-        return [self._effect(ch, cr, spec, s2, i) for s2 in self._before_effect(spec, s)]
+        try:
+            return [self._effect(ch, cr, spec, s2, i) for s2 in self._before_effect(spec, s)]
+        except Unencoded as e:
+            s.reason = f"{UNENCODED}target {spec.name} (line {cr.rule.line}): {e}"
+            return [("emit", s, INCONCLUSIVE)]
 
     def _before_effect(self, spec: TargetSpec, s: SymState) -> list[SymState]:
         """The branches a target's effect can run on: marks it computes with as Z3 terms, and
@@ -416,6 +430,10 @@ class Walker:
             verdict = spec.effect(_Env(self, s), ch.table, s, cr.opts)  # type: ignore[arg-type]
         except (ValueError, IndexError) as e:
             s.reason = f"line {cr.rule.line}: {e}"
+            return ("emit", s, INCONCLUSIVE)
+        except (TypeError, z3.Z3Exception) as e:
+            # an effect computing with a packet variable in a way Z3 terms do not support
+            s.reason = f"{UNENCODED}target {spec.name} (line {cr.rule.line}): {e}"
             return ("emit", s, INCONCLUSIVE)
         if verdict is None:
             return ("run", s, i + 1)
