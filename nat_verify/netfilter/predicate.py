@@ -41,9 +41,10 @@ Leaves test one field of the walk state (``state.PacketState``):
     The walk state holds the interface as far as the node's facts tell it: a name, a prefix
     (``cali+``: some Calico veth) or ``?<fact>`` (not known); the verdict on the last two is
     decided where interface roles allow it and ``Unknown`` otherwise (``context.iface_verdict``).
-    Interface names form a finite universe in an encoding: every name the ruleset and the node
-    mention, plus one fresh name per prefix (a name no rule spells out but the prefix matches)
-    and one that nothing matches; a field is an index into that universe.
+    The Z3 encoding never needs interface variables: a packet's input interface follows from
+    its origin and its output interface from its route, so ``nat_verify.symbolic`` keeps both
+    concrete on every branch (it splits a variable destination by route) and evaluates this
+    predicate as the interpreter does.
 ``CtStateIn(states)``
     the conntrack state of the connection's first packet is one of ``states``: ``NEW`` (or
     ``UNTRACKED`` after ``NOTRACK``), plus the virtual ``DNAT``/``SNAT`` once the
@@ -51,12 +52,14 @@ Leaves test one field of the walk state (``state.PacketState``):
 ``Chance(p)``
     a random draw that succeeds with exact probability ``p`` (0 < p < 1), independently of
     everything else (``statistic --mode random``, quantised as the kernel stores it). The
-    interpreter forks the walk; an encoding makes it a free boolean per occurrence on the
-    walk, whose probabilities are checked apart.
+    interpreter forks the walk; so does the symbolic one: the choice is free (both branches
+    are open to every packet), each branch carries its exact probability.
 ``Recent(name, field, verb, seconds)``
     ``xt_recent``: whether the address ``field`` is on list ``name`` (and younger than
     ``seconds``); ``set``/``update``/``remove`` also change the list, so this is the one
-    predicate with an effect. State: a map from (list, address) to an age.
+    predicate with an effect. State: a map from (list, address) to an age; symbolically, the
+    initial lists plus the walk's own additions and removals, newest first, each compared with
+    the tested address (``nat_verify.symbolic.evaluate.recent_hits``).
 ``Unknown(reason)``
     something the model cannot decide (a module it does not evaluate, a node fact nobody
     gave). It is never read as true or false: a walk that needs it ends ``inconclusive``
