@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from bench_scale import stratified, sub_cluster  # noqa: E402
 from gen_cluster import generate_cluster  # noqa: E402
 
 from nat_verify.check.runner import CheckReport, check_ruleset  # noqa: E402
@@ -53,22 +54,6 @@ def engines() -> dict[str, Callable[[Cluster, Ruleset], CheckReport]]:
         "exhaustive": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False),
         "z3": lambda c, rs: check_ruleset_z3(c, NODE, rs, drift_check=False),
     }
-
-
-def sub_cluster(cluster: Cluster, keep: list[int]) -> Cluster:
-    import attrs
-
-    svcs = [cluster.services[i] for i in keep]
-    names = {(s.namespace, s.name) for s in svcs}
-    slices = tuple(es for es in cluster.slices if (es.namespace, es.service_name) in names)
-    return attrs.evolve(cluster, services=tuple(svcs), slices=slices)
-
-
-def stratified(n: int, k: int) -> list[int]:
-    if k >= n:
-        return list(range(n))
-    step = n / k
-    return sorted({min(n - 1, int(j * step) + (j % 20)) for j in range(k)})
 
 
 def cpu(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:

@@ -33,7 +33,7 @@ from nat_verify.netfilter.ruleset import Ruleset
 from nat_verify.symbolic.classes import Undecided, classes
 from nat_verify.symbolic.paths import outcomes, same_outcomes
 from nat_verify.symbolic.state import UNENCODED, Constrained, SymState, conjoin, equal
-from nat_verify.symbolic.walk import Path, TooManyPaths, Walker
+from nat_verify.symbolic.walk import Path, Walker
 from nat_verify.symbolic.whole import Walked, sliced_walks
 
 Progress = Callable[[str], None]
@@ -94,15 +94,10 @@ def equivalent(
     n = undecided = 0
     reasons: list[str] = []
     bugs: list[str] = []
-    walks = sliced_walks([wa, wb])
-    while True:
-        try:
-            w = next(walks)
-        except StopIteration:
-            break
-        except TooManyPaths:
+    for w in sliced_walks([wa, wb]):
+        if w.undecided:
             undecided += 1
-            reasons.append("a slice of packets forks into too many paths")
+            reasons.append(w.undecided)
             continue
         if progress:
             progress(f"{w.origin}")

@@ -36,7 +36,7 @@ from nat_verify.symbolic.classes import Undecided
 from nat_verify.symbolic.domain import Span
 from nat_verify.symbolic.slices import ORIGINS, Slice
 from nat_verify.symbolic.state import Constrained, Space, SymState, Test, address, conjoin, equal
-from nat_verify.symbolic.walk import TooManyPaths, Walker
+from nat_verify.symbolic.walk import Walker
 from nat_verify.symbolic.whole import PROTOS, sliced_walks
 
 REACHED = ("FORWARD", "LOCAL")  # the walk's verdicts of a packet that goes on (forward, accept)
@@ -141,15 +141,10 @@ def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
     reasons: list[str] = []
     bugs: list[str] = []
     n = 0
-    walks = sliced_walks([walker], protos=q.protos, sources_within=q.sources, only=q.slices)
     seen_origins: set[str] = set()
-    while True:
-        try:
-            w = next(walks)
-        except StopIteration:
-            break
-        except TooManyPaths:
-            reasons.append("a slice of packets forks into too many paths")
+    for w in sliced_walks([walker], protos=q.protos, sources_within=q.sources, only=q.slices):
+        if w.undecided:
+            reasons.append(w.undecided)
             continue
         n += 1
         paths = w.paths[0]

@@ -26,6 +26,7 @@ from nat_verify.model.cluster import IPAddress
 from nat_verify.model.outcome import Step
 from nat_verify.netfilter.context import NodeContext, Route
 from nat_verify.netfilter.predicate import PROTO_NAMES
+from nat_verify.netfilter.state import PacketState
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.domain import Span
 
@@ -161,11 +162,9 @@ class Constrained:
 class SymState(Constrained):
     """One branch of a symbolic walk (copied when it forks)."""
 
-    __slots__ = (
-        "src", "sport", "dst", "dport", "proto", "mark", "ctmark", "in_iface", "out_iface",
-        "prob", "path", "dnat", "snat_done", "masq", "untracked", "recent", "recent_set",
-        "orig_src", "orig_dst", "orig_sport", "orig_dport", "reject_with", "reason", "route",
-    )  # fmt: skip
+    # the interpreter's walk state (its write log aside: nothing here replays summaries), and
+    # the route of a destination that is a variable
+    __slots__ = (*(f for f in PacketState.__slots__ if f != "wlog"), "route")
 
     src: object
     sport: object

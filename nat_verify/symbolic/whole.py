@@ -32,6 +32,7 @@ class Walked:
     origin: str
     region: dict[str, Span]  # the packets: per variable, its values
     paths: tuple[list[Path], ...]  # per walker
+    undecided: str = ""  # why these packets could not be walked (then no paths)
 
 
 def walk_slice(w: Walker, s: Slice, protos: Span, origin: str, src: Span) -> list[Path]:
@@ -57,8 +58,9 @@ def sliced_walks(
     walkers: Sequence[Walker], *, protos: Sequence[str] = PROTOS, origins: Sequence[str] = ORIGINS,
     sources_within: Span | None = None, only: Sequence[Slice] | None = None, budget: int = BUDGET,
 ) -> Iterator[Walked]:  # fmt: skip
-    """Every slice x protocol x origin (``sources_within``: only sources in that set;
-    ``only``: these slices instead of every destination)."""
+    """Every slice x origin (``sources_within``: only sources in that set; ``only``: these
+    slices instead of every destination). A slice that cannot be walked is yielded with the
+    reason (``Walked.undecided``)."""
     ctx = walkers[0].ctx
     cuts: list[int] | None = None
     todo = list(only) if only is not None else list(slices([w.program for w in walkers], ctx))
@@ -77,8 +79,15 @@ def sliced_walks(
                 if cuts is None:
                     cuts = port_cuts([w.program for w in walkers])
                 for piece in by_port(s, cuts):
-                    got = tuple(walk_slice(w, piece, ps, origin, src) for w in walkers)
-                    yield Walked(piece, origin, region_of(piece, src, ps), got)
+                    region = region_of(piece, src, ps)
+                    try:
+                        got = tuple(walk_slice(w, piece, ps, origin, src) for w in walkers)
+                    except TooManyPaths:
+                        where = domain.describe(piece.dst, ctx.family) if len(piece.dst) <= 4 else "other destinations"
+                        why = f"{origin} packets to {where}: the walk forks into too many paths"
+                        yield Walked(piece, origin, region, (), why)
+                        continue
+                    yield Walked(piece, origin, region, got)
 
 
 def _bounded(w: Walker, budget: int, s: Slice, protos: Span, origin: str, src: Span) -> list[Path]:

@@ -84,3 +84,17 @@ def test_a_recent_set_before_a_failing_match_still_records_the_source() -> None:
     (o,) = it.trace(p).outcomes
     assert o.verdict == "forward" and o.recent_set == (("DEFAULT", "10.0.2.7"),)
     assert same_outcomes(outcomes(p, paths), (o,))
+
+
+def test_a_slice_that_forks_too_much_is_undecided_and_the_others_go_on() -> None:
+    from nat_verify.symbolic.whole import sliced_walks
+
+    # marks on source ranges and on source-port ranges: every combination is a path
+    # (to the node's address only: the other destinations are walked as usual)
+    rules = "".join(f"-A PREROUTING -d 192.168.0.2 -s 10.{i}.0.0/16 -j MARK --or-mark {1 << i:#x}\n" for i in range(6))
+    rules += "".join(f"-A PREROUTING -d 192.168.0.2 -p tcp --sport {1000 * i + 1}:65535 -j MARK --or-mark {1 << (8 + i):#x}\n" for i in range(6))
+    it = Interpreter(parse(dump(rules)), CTX, linear=True)
+    walked = list(sliced_walks([Walker(it.program, max_paths=20)], budget=10, origins=("external",)))
+    undecided = [w for w in walked if w.undecided]
+    assert [w.undecided for w in undecided] == ["external packets to 192.168.0.2/32: the walk forks into too many paths"]
+    assert len(walked) > len(undecided)  # the walk went on past them
