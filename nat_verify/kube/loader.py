@@ -32,7 +32,7 @@ from nat_verify.kube.fields import Fields
 from nat_verify.kube.node import read_node
 from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
-from nat_verify.kube.selection import selects
+from nat_verify.kube.selection import SelectionIndex
 from nat_verify.kube.service import read_service
 from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
@@ -239,6 +239,7 @@ def build_cluster(
         else:
             set_proxy(read_proxy_config(obj), obj)
 
+    index = SelectionIndex(Cluster(pods=tuple(pods)))  # selector look-ups without a scan per Service
     notes: list[LoadNote] = []
     with_slices = {(s.namespace, s.service_name) for s in slices}
     had_slices = bool(slices)  # before synthesis adds any
@@ -247,10 +248,10 @@ def build_cluster(
     for svc in services:
         if (svc.namespace, svc.name) in with_slices or not _proxied(svc):
             continue
-        selected = any(p.namespace == svc.namespace and selects(svc.selector, p.labels) for p in pods)
+        selected = index.selected_pods(svc)
         found = by_key.get((svc.namespace, svc.name))
         if selected:
-            slices.extend(synthesise_slices(svc, pods, nodes))
+            slices.extend(synthesise_slices(svc, selected, nodes))
         elif found is not None and not (svc.selector is None and found.skip_mirror and had_slices):
             # skip-mirror says another writer keeps the slices (the API server does for
             # default/kubernetes); with no slice in the input at all, the Endpoints are the evidence
@@ -285,7 +286,7 @@ def build_cluster(
                 str(svc.source),
             ))  # fmt: skip
         elif pods:
-            slices.extend(synthesise_slices(svc, pods, nodes))
+            slices.extend(synthesise_slices(svc, (), nodes))  # no Pod selected: the placeholder slice
 
     return Cluster(
         services=tuple(services),
