@@ -257,7 +257,9 @@ class Interpreter:
         info = self.analyser.info(ch.key)
         if not info.ok:
             return self._run_chain(ch, s, depth)
-        return self._replay(ch.key, info, s, lambda s0: self._run_chain(ch, s0, depth))
+        # keyed by depth too: a walk cut off at the depth limit below this chain is not the
+        # walk of the same chain called from nearer a base chain
+        return self._replay((ch.key, depth), info, s, lambda s0: self._run_chain(ch, s0, depth))
 
     def _run_chain(self, ch: Chain, s: PacketState, depth: int) -> list[Result]:
         """Every result of running ``s`` through ``ch`` from its first rule, in walk order."""
