@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -151,6 +151,8 @@ def check_ruleset(
     location: Callable[[str], str] | None = None,
     facts: NodeFacts | None = None,
     infer_config: bool = True,
+    prepared: tuple[Interpreter, SourceSpace] | None = None,
+    structure_check: bool = True,
     kube_proxy_version: str = "",
 ) -> CheckReport:
     """Every invariant of the catalogue on one node's ruleset.
@@ -158,6 +160,10 @@ def check_ruleset(
     ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
     ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``prepared``: an interpreter of ``ruleset`` on this node's context and its ``SourceSpace``,
+    from an earlier call (``check.sharing`` checks one ruleset in several calls: both cost a
+    pass over the whole dump). ``structure_check=False`` leaves out NV014's ruleset-wide
+    structure pass (for calls whose ruleset-wide results the caller drops).
     ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
     cluster's KubeProxyConfiguration, else the one the dump shows).
     The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
@@ -168,8 +174,8 @@ def check_ruleset(
         cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, family, facts, ruleset)
     own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
-    interp = Interpreter(ruleset, ctx)
-    space = SourceSpace(interp)
+    interp, space = prepared if prepared is not None else (Interpreter(ruleset, ctx), None)
+    space = space if space is not None else SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
     acc = _Acc(node, cluster.name, loc)
     masq_mark = cluster.proxy.masquerade_mark
@@ -212,7 +218,7 @@ def check_ruleset(
                 sticky_done.add(origin)
                 acc.touch(["NV011"], dest.service)
                 packets += _check_affinity(interp, acc, dest, node, pkt, tr, exp, timeout, loc)
-    for issue in structure_issues(ruleset, ctx):
+    for issue in structure_issues(ruleset, ctx) if structure_check else ():
         acc.touch(["NV014"], "")
         acc.finding("NV014", "", f"{issue.table}:{issue.chain}", Finding(
             "NV014", "", node, issue.message, severity=issue.severity,  # type: ignore[arg-type]
@@ -315,11 +321,16 @@ def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, object
     ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
     exercise the rules, not to be healthy)."""
     report = check_objects(cluster) if objects else CheckReport((), ())
+    for node, rs in compiled_rulesets(cluster):
+        report = report.merged(
+            check_ruleset(cluster, node, rs, drift_check=False, progress=progress, infer_config=False)
+        )
+    return report
+
+
+def compiled_rulesets(cluster: Cluster) -> Iterator[tuple[str, Ruleset]]:
+    """(node, ruleset) for every node and family: the rules nat-verify compiles for it."""
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
-            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(
-                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
-            )
-    return report
+            yield n.name, parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)

@@ -80,3 +80,24 @@ def test_an_instance_whose_rules_differ_is_checked_on_its_own() -> None:
     shared = check_shared(cluster, "node-0", rs)
     assert any(r.service == "ns29/svc29:p" and r.status == "violated" for r in shared.results)
     _same(cluster, "node-0", 4, text=broken)
+
+
+def test_one_or_two_workers_give_the_same_report() -> None:
+    cluster = generate_cluster(60, 3, nodes=3)
+    rs = parse(compile_node(cluster, "node-1", 4), family=4)
+    one = check_shared(cluster, "node-1", rs, workers=1)
+    two = check_shared(cluster, "node-1", rs, workers=2)
+    assert _results(one) == _results(two)
+    assert _findings(one) == _findings(two)
+    assert one.assumptions == two.assumptions
+
+
+@given(clusters(max_nodes=3, max_services=4, max_endpoints=3), st.booleans())
+def test_verify_shared_equals_verify_cluster(cluster: Cluster, keep_pods: bool) -> None:
+    from nat_verify.check import verify_cluster
+    from nat_verify.check.sharing import verify_shared
+
+    cluster = cluster if keep_pods else attrs.evolve(cluster, pods=())
+    shared, alone = verify_shared(cluster), verify_cluster(cluster)
+    assert _results(shared) == _results(alone)
+    assert _findings(shared) == _findings(alone)
