@@ -79,12 +79,15 @@ class Interpreter:
 
     def __init__(
         self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False, memo: bool | None = None,
-        replay_after: int = 32, hooks: HookTable = IPTABLES,
+        replay_after: int = 32, hooks: HookTable = IPTABLES, program: Program | None = None,
     ) -> None:  # fmt: skip
+        """``program``: the rules already compiled (another rule language lowered to the same
+        chains of compiled rules, or several rulesets of one node at their hook priorities);
+        by default ``ruleset`` compiled on ``ctx``."""
         self.ruleset = ruleset
         self.ctx = ctx
         self.hooks = hooks
-        self.program = Program(ruleset, ctx, index=not linear)
+        self.program = program if program is not None else Program(ruleset, ctx, index=not linear)
         self._routes: dict[IPAddress, Route] = {}
         self.memo = (not linear) if memo is None else memo
         self.analyser = summary.Analyser(self.program)
