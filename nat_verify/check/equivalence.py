@@ -1,10 +1,10 @@
 """Are two rulesets equivalent on a node? Every packet class, or one packet that differs.
 
 The packet space is cut into classes exactly as the exhaustive checker does (``atoms``), only
-over both rulesets' constants at once: destination addresses by every ``-d`` CIDR, the node's
-addresses, loopback and the pod networks; destination ports by every ``--dport`` constant of
-the rules that can see that destination; protocols by every ``-p``; sources by the source
-constants of both. Inside a class neither ruleset can tell two packets apart, so comparing one
+over both rulesets' constants at once: destination addresses by their signature over every
+``-d`` CIDR, the node's addresses, routes, loopback and the pod networks, and destination ports
+by the ``--dport`` constants of the rules a packet to that address can reach (``destspace``);
+protocols by every ``-p``; sources by the source constants of both. Inside a class neither ruleset can tell two packets apart, so comparing one
 representative per class compares all packets. Outcomes are compared as distributions over
 (verdict, translated destination and source, masquerade, REJECT type): which rules fired does
 not matter, what happens to the packet does.
@@ -12,7 +12,6 @@ not matter, what happens to the packet does.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
@@ -20,10 +19,10 @@ from fractions import Fraction
 import attrs
 
 from nat_verify.check.atoms import SourceSpace
+from nat_verify.check.destspace import destination_classes
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.model.outcome import Outcome
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.constants import DST_PORT_OPTIONS, networks, port_boundaries
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.ruleset import Rule, Ruleset
@@ -68,50 +67,20 @@ def _representatives(bounds: list[int], top: int) -> list[int]:
 
 def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
     """The first packet class on which ``a`` and ``b`` differ, or None when they never do."""
-    fam = ctx.family
     ia, ib = Interpreter(a, ctx), Interpreter(b, ctx)
     sa, sb = SourceSpace(ia), SourceSpace(ib)
-    rules = [*_rules(a), *_rules(b)]
-    dst_nets: set[IPNetwork] = {*ctx.pod_cidrs, *ctx.local_pod_cidrs, ctx.loopback}
-    dst_nets.update(ipaddress.ip_network(x) for x in ctx.addresses)
-    by_rule: list[tuple[list[IPNetwork], list[int]]] = []
-    protos = {"tcp"}
-    for r in rules:
-        d = r.core_option("-d")
-        nets = [n for n in networks(d.value) if n.version == fam] if d is not None else []
-        dst_nets.update(nets)
-        by_rule.append(([] if (d is None or d.negated) else nets, port_boundaries(r, DST_PORT_OPTIONS)))
-        p = r.core_option("-p")
-        if p is not None and p.value in PROTOS:
-            protos.add(p.value)
-    bounds = []
-    for n in dst_nets:
-        if n.version == fam:
-            bounds += [int(n.network_address), int(n.broadcast_address) + 1]
-    top = 1 << (32 if fam == 4 else 128)
-    to_ip = ipaddress.IPv4Address if fam == 4 else ipaddress.IPv6Address
     classes = inconclusive = 0
-    for rep in _representatives(bounds, top):
-        dst: IPAddress = to_ip(rep)
-        if dst.is_multicast or dst.is_unspecified or (fam == 4 and rep >> 24 == 0):
-            continue
-        ports: list[int] = []
-        for nets, dports in by_rule:
-            if not nets or any(dst in n for n in nets):
-                ports += dports
-        for dport in _representatives(ports, 65536):
-            if dport == 0:
-                continue
-            for proto in sorted(protos):
-                extra = sb.constants(dst, dport, proto)[0] | sa.constants(dst, dport, proto)[0]
-                for src, sport, origin in sa.classes(ctx, dst, dport, proto, extra):
-                    pkt = Packet(src=src, dst=dst, dport=dport, sport=sport, proto=proto, origin=origin)  # type: ignore[arg-type]
-                    ta, tb = ia.trace(pkt), ib.trace(pkt)
-                    classes += 1
-                    if ta.inconclusive or tb.inconclusive:
-                        inconclusive += 1
-                    if _signature(ta.outcomes) != _signature(tb.outcomes):
-                        return Equivalence(Difference(pkt, ta.outcomes, tb.outcomes), classes, inconclusive)
+    # destinations by signature, ports only from rules that can see the destination (destspace)
+    for dst, dport, proto in destination_classes([a, b], ctx):
+        extra = sb.constants(dst, dport, proto)[0] | sa.constants(dst, dport, proto)[0]
+        for src, sport, origin in sa.classes(ctx, dst, dport, proto, extra):
+            pkt = Packet(src=src, dst=dst, dport=dport, sport=sport, proto=proto, origin=origin)  # type: ignore[arg-type]
+            ta, tb = ia.trace(pkt), ib.trace(pkt)
+            classes += 1
+            if ta.inconclusive or tb.inconclusive:
+                inconclusive += 1
+            if _signature(ta.outcomes) != _signature(tb.outcomes):
+                return Equivalence(Difference(pkt, ta.outcomes, tb.outcomes), classes, inconclusive)
     return Equivalence(None, classes, inconclusive)
 
 
