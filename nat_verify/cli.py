@@ -391,8 +391,9 @@ def trace(
 def kube_proxy_version_option(fn: F) -> F:
     """``--kube-proxy-version X.Y``: the kube-proxy release whose rule layout to use (docs/eras.md)."""
     return click.option(
-        "--kube-proxy-version", "kube_proxy_version", default="", metavar="X.Y",
-        help="the kube-proxy release that wrote the rules (1.16 or later); default: the cluster's "
+        "--kube-proxy-version", "kube_proxy_version", default="", metavar="X.Y[.Z]",
+        help="the kube-proxy release that wrote the rules (1.16 or later; a patch release tells the "
+             "1.16-1.18 ones before the mark fix); default: the cluster's "
              "KubeProxyConfiguration, else the layout the dump shows (check) or the newest (compile)",
     )(fn)  # fmt: skip
 
