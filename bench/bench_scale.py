@@ -29,6 +29,7 @@ without endpoints, dual-stack), compiled for node-0 and saved as iptables-save p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -62,9 +63,29 @@ NODE = "node-0"
 MiB = 1024 * 1024
 
 
+def _status_mib(field: str) -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def rss_mib() -> float:
-    """Peak RSS of this process so far, MiB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak RSS of this process so far (since the last ``reset_peak``), MiB."""
+    return _status_mib("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_mib() -> float:
+    return _status_mib("VmRSS:") or rss_mib()
+
+
+def reset_peak() -> None:
+    """Start a new peak-RSS measurement (Linux: writing 5 to clear_refs resets VmHWM)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def load() -> float:
@@ -107,9 +128,11 @@ def engines() -> dict[str, Callable[[Cluster, Ruleset], CheckReport]]:
     """The check engines this tree has, by name (the engine seam adds more)."""
     from nat_verify.check.sharing import check_shared
 
+    cpus = os.cpu_count() or 1
     return {
-        "exhaustive, one check per shape (check.sharing, what `nat-verify check` runs)":
-            lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
+        f"exhaustive, one check per shape, {cpus} workers (what `nat-verify check` runs)":
+            lambda c, rs: check_shared(c, NODE, rs, drift_check=False, workers=cpus),
+        "exhaustive, one check per shape, 1 worker": lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
         "exhaustive, every Service on its own": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False),
     }  # fmt: skip
 
@@ -123,35 +146,52 @@ def child_parse(path: str) -> None:
     print(json.dumps({"seconds": dt, "peak_mib": rss_mib(), "start_mib": before, "rules": rs.rule_count()}))
 
 
+def peak_during(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    """(result, seconds, MiB the peak RSS rose above the RSS before ``fn``)."""
+    base = current_mib()
+    reset_peak()
+    out, dt = timed(fn)
+    return out, dt, max(0.0, rss_mib() - base)
+
+
 def child_growth(services: int, endpoints: int, sample: int, out_dir: str) -> None:
-    """Compile, parse, sampled check and diff at one size; one JSON line of figures."""
-    from nat_verify.check.equivalence import equivalent
+    """Compile, parse and check at one size; one JSON line of figures. The check's cost per
+    Service is the marginal cost between samples of ``sample`` and ``2 * sample`` Services
+    (each on a fresh interpreter), so one-time setup is not divided by a small sample."""
+    from nat_verify.check.sharing import check_shared
 
     fig: dict[str, Any] = {"services": services}
-    base = rss_mib()
     cluster = generate_cluster(services, endpoints)
-    restore, fig["compile_s"] = timed(lambda: compile_node(cluster, NODE, 4))
-    fig["compile_mib"] = rss_mib() - base
+    restore, fig["compile_s"], fig["compile_mib"] = peak_during(lambda: compile_node(cluster, NODE, 4))
     path = Path(out_dir) / f"growth-{services}.save"
     path.write_text(render(to_save_form(parse(restore, family=4))))
     del restore
     fig["lines"] = sum(1 for _ in path.open())
-    before = rss_mib()
-    rs, fig["parse_s"] = timed(lambda: parse_file(str(path)))
-    fig["parse_mib"] = rss_mib() - before
-    keep = stratified(len(cluster.services), sample)
-    part = sub_cluster(cluster, keep)
-    rep, dt = timed(lambda: check_ruleset(part, NODE, rs, drift_check=False))
-    fig["check_per_service_ms"] = 1000 * dt / len(keep)
-    fig["check_estimate_s"] = dt / len(keep) * services
-    ctx = node_context(cluster, NODE, 4)
-    before = rss_mib()
-    eq, fig["diff_s"] = timed(lambda: equivalent(rs, rs, ctx))
-    fig["diff_classes"] = eq.classes
-    fig["diff_mib"] = rss_mib() - before
+    rs, fig["parse_s"], fig["parse_mib"] = peak_during(lambda: parse_file(str(path)))
+    small = stratified(len(cluster.services), sample)
+    large = stratified(len(cluster.services), 2 * sample)
+    _, t1 = timed(lambda: check_ruleset(sub_cluster(cluster, small), NODE, rs, drift_check=False))
+    _, t2 = timed(lambda: check_ruleset(sub_cluster(cluster, large), NODE, rs, drift_check=False))
+    per = max(0.0, (t2 - t1) / max(1, len(large) - len(small)))
+    fig["check_per_service_ms"] = 1000 * per
+    fig["check_estimate_s"] = max(0.0, t1 - per * len(small)) + per * services
+    _, fig["shared_s"], fig["shared_mib"] = peak_during(lambda: check_shared(cluster, NODE, rs, drift_check=False))
     fig["peak_mib"] = rss_mib()
-    path.unlink()
     print(json.dumps(fig))
+
+
+def child_diff(services: int, endpoints: int, out_dir: str) -> None:
+    """``diff`` of a dump against itself (every packet class of its destination enumeration)."""
+    from nat_verify.check.equivalence import equivalent
+
+    cluster = generate_cluster(services, endpoints)
+    path = Path(out_dir) / f"diff-{services}.save"
+    path.write_text(render(to_save_form(parse(compile_node(cluster, NODE, 4), family=4))))
+    rs = parse_file(str(path))
+    path.unlink()
+    ctx = node_context(cluster, NODE, 4)
+    eq, dt, mib = peak_during(lambda: equivalent(rs, rs, ctx))
+    print(json.dumps({"diff_s": dt, "diff_mib": mib, "diff_classes": eq.classes}))
 
 
 def run_child(*args: str, timeout: float | None = None) -> dict[str, Any]:
@@ -169,10 +209,13 @@ class Figures:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.path: Path | None = None  # RESULTS.md, rewritten after every line
 
     def say(self, text: str = "") -> None:
         print(text, flush=True)
         self.lines.append(text)
+        if self.path is not None:
+            self.path.write_text("\n".join(self.lines) + "\n(run still in progress)\n")
 
 
 def verdict(ok: bool) -> str:
@@ -210,29 +253,29 @@ def bench_check(
     legacy: float | None, a: argparse.Namespace, fig: Figures,
 ) -> None:  # fmt: skip
     n = len(cluster.services)
-    keep = stratified(n, min(n, a.check_sample))
-    rep, dt = timed(lambda: engine(sub_cluster(cluster, keep), rs))
-    per = dt / len(keep)
-    estimate = per * n
-    if len(keep) == n or estimate <= a.check_budget:
-        base = rss_mib()
-        rep, total = timed(lambda: engine(cluster, rs))
-        how = f"{total:.1f} s for all {n:,} Services"
-        mem = f", peak RSS of the benchmark {rss_mib():.0f} MiB (+{rss_mib() - base:.0f})"
+    full = "shape" in name  # sharing needs every Service at once: never sampled
+    if not full:
+        keep = stratified(n, min(n, a.check_sample))
+        rep, dt = timed(lambda: engine(sub_cluster(cluster, keep), rs))
+        per = dt / len(keep)
+        full = len(keep) == n or per * n <= a.check_budget
+    if full:
+        rep, total, mib = peak_during(lambda: engine(cluster, rs))
+        how = f"{total:.1f} s for all {n:,} Services, peak RSS +{mib:.0f} MiB"
     else:
-        total = estimate
+        total = per * n
         how = (f"~{total:.0f} s estimated for all {n:,} Services from a stratified sample of {len(keep)} "
                f"({1000 * per:.1f} ms per Service; a full run would pass --check-budget {a.check_budget:.0f} s)")  # fmt: skip
-        mem = ""
     statuses: dict[str, int] = {}
     for r in rep.results:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     errors = sum(1 for f in rep.findings if f.severity == "error")
-    fig.say(f"- check, engine {name}, every invariant: {how}{mem}; {rep.packets:,} packets traced, "
+    fig.say(f"- check, engine {name}, every invariant: {how}; {rep.packets:,} packets traced, "
             f"results {statuses}, {errors} errors")  # fmt: skip
     if legacy:
         r = total / legacy
-        fig.say(f"  - check / iptables-legacy-restore = {r:.2f}x (target < 1: {verdict(r < 1)}; aim <= 0.33: {verdict(r <= 0.34)})")
+        fig.say(f"  - check / iptables-legacy-restore = {r:.2f}x (target < 1: {verdict(r < 1)}; aim <= 0.33: {verdict(r <= 0.34)}; "
+                f"within 2 GiB: {verdict(not full or mib <= 2048)})")  # fmt: skip
 
 
 def bench_trace(cluster: Cluster, rs: Ruleset, a: argparse.Namespace, fig: Figures) -> None:
@@ -255,26 +298,39 @@ def bench_growth(a: argparse.Namespace, out: Path, fig: Figures) -> None:
     sizes = [int(x) for x in a.growth.split(",") if x]
     if not sizes:
         return
-    fig.say(f"## Growth ({a.endpoints} endpoints per Service port; check sampled on {a.growth_sample} Services "
-            "per size; each size in a fresh process)")  # fmt: skip
+    fig.say(f"## Growth ({a.endpoints} endpoints per Service port; each size and each diff in a fresh process)")
     fig.say()
-    fig.say("| Services | lines | compile s | parse s | parse MiB | check ms/Service | check s (est.) | diff s | diff classes | peak MiB | x size | x compile | x parse | x check | x diff |")
-    fig.say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    fig.say("Columns: dump lines; compile s and MiB; parse s and MiB (peak RSS above the RSS before); check "
+            f"of every Service on its own, ms per Service (marginal cost between {a.growth_sample} and "
+            f"{2 * a.growth_sample} sampled Services) and s estimated for all; the shared check (one per shape) "
+            f"of all Services, s and MiB; `diff` of the dump against itself, s, MiB and packet classes (stopped "
+            f"after {a.diff_timeout:.0f} s); the peak RSS of the process; then each figure's growth factor "
+            "against the size's.")  # fmt: skip
+    fig.say()
+    fig.say("| Services | lines | compile s | MiB | parse s | MiB | check ms/Svc | check s (est.) | shared s | MiB | diff s | MiB | diff classes | peak MiB | x size | x compile | x parse | x check | x shared | x diff |")
+    fig.say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     prev: dict[str, Any] | None = None
     for n in sizes:
         try:
             g = run_child("--child-growth", str(n), str(a.endpoints), str(a.growth_sample), str(out), timeout=a.growth_timeout)
         except subprocess.TimeoutExpired:
-            fig.say(f"| {n:,} | timed out after {a.growth_timeout:.0f} s | | | | | | | | | | | | | |")
+            fig.say(f"| {n:,} | timed out after {a.growth_timeout:.0f} s |" + " |" * 18)
             break
-        ratios = ["", "", "", "", ""]
+        try:
+            g.update(run_child("--child-diff", str(n), str(a.endpoints), str(out), timeout=a.diff_timeout))
+            diff = f"{g['diff_s']:.2f} | {g['diff_mib']:.0f} | {g['diff_classes']:,}"
+        except subprocess.TimeoutExpired:
+            g["diff_s"] = None
+            diff = f"> {a.diff_timeout:.0f} | | "
+        ratios = [""] * 6
         if prev:
             ratios = [f"{n / prev['services']:.1f}"] + [
-                f"{g[k] / prev[k]:.1f}" if prev[k] > 0 else "" for k in ("compile_s", "parse_s", "check_estimate_s", "diff_s")
+                f"{g[k] / prev[k]:.1f}" if prev.get(k) and g.get(k) else ""
+                for k in ("compile_s", "parse_s", "check_estimate_s", "shared_s", "diff_s")
             ]
-        fig.say(f"| {n:,} | {g['lines']:,} | {g['compile_s']:.2f} | {g['parse_s']:.2f} | {g['parse_mib']:.0f} | "
-                f"{g['check_per_service_ms']:.1f} | {g['check_estimate_s']:.1f} | {g['diff_s']:.2f} | {g['diff_classes']:,} | "
-                f"{g['peak_mib']:.0f} | {' | '.join(ratios)} |")  # fmt: skip
+        fig.say(f"| {n:,} | {g['lines']:,} | {g['compile_s']:.2f} | {g['compile_mib']:.0f} | {g['parse_s']:.2f} | "
+                f"{g['parse_mib']:.0f} | {g['check_per_service_ms']:.1f} | {g['check_estimate_s']:.1f} | "
+                f"{g['shared_s']:.2f} | {g['shared_mib']:.0f} | {diff} | {g['peak_mib']:.0f} | {' | '.join(ratios)} |")  # fmt: skip
         prev = g
     fig.say()
 
@@ -304,11 +360,21 @@ def bench_fleet(a: argparse.Namespace, out: Path, fig: Figures) -> None:
     for old in one_dir.iterdir():
         old.unlink()
     (one_dir / f"{NODE}.save").write_text((d / f"{NODE}.save").read_text())
-    one, t_one = timed(lambda: check_fleet(cluster, load_fleet(str(one_dir), cluster)))
-    many, t_many = timed(lambda: check_fleet(cluster, load_fleet(str(d), cluster)))
-    groups = len({g for g in many.groups.values()})
-    fig.say(f"- one node: {t_one:.1f} s; all {a.fleet_nodes} nodes: {t_many:.1f} s ({groups} groups of identical "
-            f"nodes); fleet / one node = {t_many / t_one:.1f}x (goal <= 3x: {verdict(t_many / t_one <= 3)})")  # fmt: skip
+    from nat_verify.fleet import LocalExecutor
+    from nat_verify.fleet.fleet import forget_shapes
+
+    def run(directory: Path, workers: int) -> Any:
+        forget_shapes()
+        return check_fleet(cluster, load_fleet(str(directory), cluster), LocalExecutor(workers))
+
+    one, t_one = timed(lambda: run(one_dir, 1))
+    many, t_many = timed(lambda: run(d, 1))
+    _, t_two = timed(lambda: run(d, 2))
+    shared = sum(1 for n in many.nodes for r in n.report.results)
+    fig.say(f"- one node: {t_one:.1f} s; all {a.fleet_nodes} nodes in one process: {t_many:.1f} s, with 2 worker "
+            f"processes: {t_two:.1f} s ({len(many.groups)} groups of identical dumps, {shared:,} results); "
+            f"fleet / one node = {t_many / t_one:.1f}x in one process, {t_two / t_one:.1f}x on 2 workers "
+            f"(goal <= 3x: {verdict(min(t_many, t_two) / t_one <= 3)})")  # fmt: skip
     fig.say()
 
 
@@ -334,15 +400,18 @@ def main() -> None:
     ap.add_argument("--check-sample", type=int, default=100, help="Services checked first, to estimate a full check")
     ap.add_argument("--check-budget", type=float, default=240.0, help="run the full check only if estimated below this (s)")
     ap.add_argument("--growth", default="100,1000,3000,10000,30000", help="sizes of the growth table ('' to skip)")
-    ap.add_argument("--growth-sample", type=int, default=40, help="Services checked per size of the growth table")
+    ap.add_argument("--growth-sample", type=int, default=20, help="Services sampled per size for the unshared check")
+    ap.add_argument("--diff-timeout", type=float, default=120.0, help="stop diff at each size after this (s)")
     ap.add_argument("--growth-timeout", type=float, default=900.0)
     ap.add_argument("--fleet-nodes", type=int, default=100)
     ap.add_argument("--fleet-services", type=int, default=1000)
+    ap.add_argument("--parts", default="node,growth,fleet", help="which parts to run (comma-separated)")
     ap.add_argument("--quick", action="store_true", help="small sizes: 1,000 Services, growth to 3,000, 10 fleet nodes")
     ap.add_argument("--out-dir", default=str(Path(tempfile.gettempdir()) / "nat-verify-bench"))
     ap.add_argument("--no-results", action="store_true", help="do not rewrite bench/RESULTS.md")
     ap.add_argument("--child-parse", help=argparse.SUPPRESS)
     ap.add_argument("--child-growth", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child-diff", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_parse:
         child_parse(a.child_parse)
@@ -351,11 +420,17 @@ def main() -> None:
         n, e, s, d = a.child_growth
         child_growth(int(n), int(e), int(s), d)
         return
+    if a.child_diff:
+        n, e, d = a.child_diff
+        child_diff(int(n), int(e), d)
+        return
     if a.quick:
         a.services, a.growth, a.fleet_nodes, a.packets = 1000, "100,1000,3000", 10, 5000
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = Figures()
+    if not a.no_results:
+        fig.path = HERE / "RESULTS.md"
     start = time.perf_counter()
     load0 = os.getloadavg()
     fig.say("# nat-verify scale benchmark")
@@ -363,14 +438,18 @@ def main() -> None:
     fig.say(f"Machine: {machine()}. Load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}.")
     fig.say(f"Command: `python3 bench/bench_scale.py {' '.join(sys.argv[1:])}`".replace(" `", "`", 0))
     fig.say()
-    bench_node(a, out, fig)
-    bench_growth(a, out, fig)
-    bench_fleet(a, out, fig)
+    parts = set(a.parts.split(","))
+    if "node" in parts:
+        bench_node(a, out, fig)
+    if "growth" in parts:
+        bench_growth(a, out, fig)
+    if "fleet" in parts:
+        bench_fleet(a, out, fig)
     load1 = os.getloadavg()
     fig.say(f"Finished in {time.perf_counter() - start:.0f} s; load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}. "
             "Figures taken on a loaded machine are noisy: compare the ratios, rerun on a quiet one.")  # fmt: skip
-    if not a.no_results:
-        (HERE / "RESULTS.md").write_text("\n".join(fig.lines) + "\n")
+    if fig.path is not None:
+        fig.path.write_text("\n".join(fig.lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -391,8 +391,9 @@ def trace(
 def kube_proxy_version_option(fn: F) -> F:
     """``--kube-proxy-version X.Y``: the kube-proxy release whose rule layout to use (docs/eras.md)."""
     return click.option(
-        "--kube-proxy-version", "kube_proxy_version", default="", metavar="X.Y",
-        help="the kube-proxy release that wrote the rules (1.16 or later); default: the cluster's "
+        "--kube-proxy-version", "kube_proxy_version", default="", metavar="X.Y[.Z]",
+        help="the kube-proxy release that wrote the rules (1.16 or later; a patch release tells the "
+             "1.16-1.18 ones before the mark fix); default: the cluster's "
              "KubeProxyConfiguration, else the layout the dump shows (check) or the newest (compile)",
     )(fn)  # fmt: skip
 
@@ -490,7 +491,8 @@ REPORT_HELP = (
 @guarded
 def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: str | None, reports: tuple[str, ...]) -> None:
     """Every invariant on every node of every cluster under PATHS (default: specs/)."""
-    from nat_verify.check import CheckReport, verify_cluster
+    from nat_verify.check import CheckReport
+    from nat_verify.check.sharing import verify_shared
     from nat_verify.kube.loader import load_clusters
     from nat_verify.progress import Progress
     from nat_verify.report import build_report
@@ -512,7 +514,7 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
         for i, c in enumerate(clusters):
             task.description = f"verifying {c.name}"
             # generated clusters' Pods exercise the rules, not the objects: rules only
-            parts.append(verify_cluster(c, progress=step, objects=i < loaded))
+            parts.append(verify_shared(c, progress=step, objects=i < loaded))
             total = total.merged(parts[-1])
     findings: list[Any] = []
     shares: list[Any] = []
@@ -544,7 +546,9 @@ def verify(paths: tuple[str, ...], random_n: int, seed: int, fmt: str, output: s
 @click.option("--executor", default="local", type=click.Choice(["local", "dask"]), show_default=True,
               help="DUMP is a directory: where the per-node work runs")  # fmt: skip
 @click.option("--scheduler", metavar="ADDRESS", help="with --executor dask: a running Dask scheduler (default: a local cluster)")
-@click.option("--workers", type=int, default=0, help="worker processes (default: 1 locally, one per CPU on a local Dask cluster)")
+@click.option("--workers", type=int, default=0,
+              help="worker processes (default: one per CPU, for one dump of 100 Service ports or more, a local "
+                   "Dask cluster; else 1); the results do not depend on it")  # fmt: skip
 @partial_options
 @kube_proxy_version_option
 @guarded
@@ -588,7 +592,7 @@ def check(
     if excerpt is not None:
         click.echo("nat-verify: NV015 (drift) is not checked on an excerpt: rules it does not show are not missing", err=True)
     rep = _check_with_progress(cluster, node, ruleset, drift_check=excerpt is None, facts=facts,
-                               kube_proxy_version=kube_proxy_version)
+                               kube_proxy_version=kube_proxy_version, workers=workers)  # fmt: skip
     rep = rep.merged(check_objects(cluster))  # NV016-NV028: the cluster's objects, no rules
     results = rep.results if excerpt is None else at_most_holds(rep.results)
     effective, _ = with_inferred_config(cluster, node, ruleset)
@@ -621,18 +625,24 @@ def check(
 def _check_with_progress(
     cluster: Cluster, node: str, ruleset: Ruleset, *, drift_check: bool = True, facts: NodeFacts | None = None,
     kube_proxy_version: str = "",
+    workers: int = 0,
 ) -> Any:
     """Every invariant (one exhaustive check per shape of Service port, ``check.sharing``: the
     same report as checking each on its own), with progress per Service on stderr."""
+    import os
+
     from nat_verify.check.sharing import check_shared
     from nat_verify.intent import destinations
     from nat_verify.progress import Progress
 
     with Progress() as bar:
         total = len({d.service for d in destinations(cluster, node, ruleset.family)})
+        n = workers or ((os.cpu_count() or 1) if total >= 100 else 1)
         task = bar.task(f"checking {node}", total, "Services")
-        return check_shared(cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts,
-                            kube_proxy_version=kube_proxy_version)
+        return check_shared(
+            cluster, node, ruleset, drift_check=drift_check, progress=bar.services(task), facts=facts,
+            kube_proxy_version=kube_proxy_version, workers=n,
+        )  # fmt: skip
 
 
 def _check_fleet(
@@ -641,8 +651,8 @@ def _check_fleet(
 ) -> NoReturn:  # fmt: skip
     """``check DIR``: every node's dump in DIR, identical nodes grouped, one report."""
     from nat_verify.check import check_objects
+    from nat_verify.executors import ExecutorUnavailable
     from nat_verify.fleet import FleetInputError, check_fleet, load_fleet, make_executor
-    from nat_verify.fleet.executors import ExecutorUnavailable
     from nat_verify.progress import Progress
     from nat_verify.report import build_report
 

@@ -35,6 +35,7 @@ import attrs
 
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.hooks import IPTABLES, OUTPUT, PREROUTING, HookTable
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.predicate import decide
 from nat_verify.netfilter.program import CompiledRule, Program
@@ -60,7 +61,12 @@ class Partition:
         return bisect.bisect_right(self.sport_bounds, port) if self.sport_cut else 0
 SRC_FIELDS = ("src", "orig_src")
 SPORT_FIELDS = ("sport", "orig_sport")
-_ROOTS = {("nat", "PREROUTING"), ("nat", "OUTPUT")}
+
+
+def dnat_roots(hooks: HookTable) -> set[tuple[str, str]]:
+    """The base chains that decide a connection's destination NAT: the NAT entries at
+    PREROUTING and OUTPUT (iptables' nat PREROUTING/OUTPUT, nftables' type nat chains there)."""
+    return {e.key for e in hooks.entries if e.nat and e.hook in (PREROUTING, OUTPUT)}
 
 
 def may_match_destination(rule: CompiledRule, dst: IPAddress, dport: int, proto: str) -> bool:
@@ -73,13 +79,18 @@ def may_match_destination(rule: CompiledRule, dst: IPAddress, dport: int, proto:
 class SourceSpace:
     """Precomputed constants of one ruleset; ``classes(dst, ...)`` gives the atoms for one destination."""
 
-    def __init__(self, source: Interpreter | Program) -> None:
+    def __init__(self, source: Interpreter | Program, hooks: HookTable | None = None) -> None:
         self.program = source.program if isinstance(source, Interpreter) else source
+        if hooks is None:
+            hooks = source.hooks if isinstance(source, Interpreter) else IPTABLES
+        self.roots = dnat_roots(hooks)
         self.global_src: set[IPNetwork] = set()
         self.global_sport: set[int] = set()
-        pre_reachable = self._reachable(_ROOTS, None)
+        # the chains that decide destination NAT see the original destination: their source
+        # constants count per destination (``constants``); every other chain's count for all
+        self.dnat_chains = self._reachable(self.roots, None)
         for key, ch in self.program.chains.items():
-            if key in pre_reachable and key[0] == "nat":
+            if key in self.dnat_chains:
                 continue
             for cr in ch.rules:
                 self.global_src.update(cr.address_constants(SRC_FIELDS))
@@ -110,9 +121,7 @@ class SourceSpace:
     def constants(self, dst: IPAddress, dport: int, proto: str) -> tuple[set[IPNetwork], set[int]]:
         src = set(self.global_src)
         sport = set(self.global_sport)
-        for key in self._reachable(_ROOTS, (dst, dport, proto)):
-            if key[0] != "nat":
-                continue
+        for key in self._reachable(self.roots, (dst, dport, proto)):
             ch = self.program.chains[key]
             rules = ch.rules
             for i in ch.positions(dst):

@@ -29,6 +29,7 @@ object of the input examined) or ``violated``, with engine ``exhaustive`` and no
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -37,16 +38,12 @@ import attrs
 from nat_verify.kube.endpoints import slices_from_endpoints
 from nat_verify.kube.endpointslice import CONTROLLER
 from nat_verify.kube.selection import (
-    endpoint_pods,
+    SelectionIndex,
     is_endpoint_candidate,
     near_misses,
     readiness,
     resolve_target_port,
     revision_of,
-    selected_pods,
-    selected_workloads,
-    template_workloads,
-    workload_of,
 )
 from nat_verify.model.cluster import (
     Cluster,
@@ -79,6 +76,42 @@ class Issue:
     actual: str = ""
 
 
+class _Objects(SelectionIndex):
+    """The cluster indexed once for every Service's questions (Pods, slices, v1 Endpoints)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster)
+        self.slices: dict[tuple[str, str], list[EndpointSlice]] = defaultdict(list)
+        for s in cluster.slices:
+            self.slices[(s.namespace, s.service_name)].append(s)
+        self.legacy = {(e.namespace, e.name): e for e in cluster.legacy_endpoints}
+        self.zones = {n.name: n.zone for n in cluster.nodes}
+        self.by_key = {p.key: p for p in cluster.pods}
+        self.by_ip: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # (namespace, ip)
+        for p in cluster.pods:
+            for ip in p.ips:
+                self.by_ip[(p.namespace, ip)].append(p)
+
+    def pod_for(self, namespace: str, e: Endpoint) -> Pod | None:
+        """The Pod an endpoint stands for: its targetRef, else the one Pod with its address."""
+        if e.target_pod:
+            return self.by_key.get(e.target_pod)
+        owners = self.by_ip.get((namespace, e.addresses[0]), []) if e.addresses else []
+        return owners[0] if len(owners) == 1 else None
+
+    def slices_for(self, svc: Service) -> list[EndpointSlice]:
+        return self.slices.get((svc.namespace, svc.name), [])
+
+    # every check asks these of the same Service: answered once
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one _Objects per run, a few Services in flight
+    def selected_pods(self, svc: Service) -> tuple[Pod, ...]:
+        return super().selected_pods(svc)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019
+    def targets(self, svc: Service) -> tuple[Target, ...]:
+        return tuple(_targets(self, svc))
+
+
 def _some(names: Sequence[str]) -> str:
     more = f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""
     return ", ".join(names[:SHOWN]) + more
@@ -105,9 +138,9 @@ class Target:
     declares: bool  # has any container information at all
 
     @staticmethod
-    def of_pod(cluster: Cluster, pod: Pod) -> Target:
+    def of_pod(ob: _Objects, pod: Pod) -> Target:
         return Target(
-            f"Pod {pod.key}", workload_of(cluster, pod), pod.ports, _images(c.image for c in pod.containers),
+            f"Pod {pod.key}", ob.workload_of(pod), pod.ports, _images(c.image for c in pod.containers),
             revision_of(pod), pod.location("spec.containers"), bool(pod.containers or pod.ports),
         )  # fmt: skip
 
@@ -129,18 +162,16 @@ def _images(images: Iterable[str]) -> frozenset[str]:
     return frozenset(i for i in out if i)
 
 
-def _targets(cluster: Cluster, svc: Service) -> list[Target]:
+def _targets(ob: _Objects, svc: Service) -> list[Target]:
     """Selected templates, and the selected Pods that are not finished (one per Pod)."""
-    targets = [Target.of_workload(w) for w in selected_workloads(cluster, svc)]
-    targets += [Target.of_pod(cluster, p) for p in selected_pods(cluster, svc) if is_endpoint_candidate(p) or not p.has_status]
+    targets = [Target.of_workload(w) for w in ob.selected_workloads(svc)]
+    targets += [Target.of_pod(ob, p) for p in ob.selected_pods(svc) if is_endpoint_candidate(p) or not p.has_status]
     return targets
 
 
-def _covered(cluster: Cluster, namespace: str, *, templates: bool = True) -> bool:
+def _covered(ob: _Objects, namespace: str, *, templates: bool = True) -> bool:
     """The input has Pods (or Pod templates) in this namespace, so "none selected" means none exist."""
-    if any(p.namespace == namespace for p in cluster.pods):
-        return True
-    return templates and any(w.namespace == namespace for w in template_workloads(cluster))
+    return bool(ob.pods_in.get(namespace)) or (templates and bool(ob.templates_in.get(namespace)))
 
 
 # -- NV016, NV017 ---------------------------------------------------------------------------------
@@ -150,12 +181,12 @@ def _selector_text(svc: Service) -> str:
     return ", ".join(f"{k}={v}" for k, v in svc.selector or ())
 
 
-def _selection(cluster: Cluster, svc: Service) -> Iterator[Issue]:
-    pods = selected_pods(cluster, svc)
-    workloads = selected_workloads(cluster, svc)
+def _selection(ob: _Objects, svc: Service) -> Iterator[Issue]:
+    pods = ob.selected_pods(svc)
+    workloads = ob.selected_workloads(svc)
     where = svc.location("spec.selector")
     if not pods and not workloads:
-        misses = near_misses(cluster, svc)
+        misses = near_misses(ob.cluster, svc, index=ob)
         if misses and misses[0].diffs:  # point at the entry the closest candidate disagrees with
             where = svc.location(f"spec.selector.{misses[0].diffs[0].key}", "spec.selector")
         hint = "; ".join(m.describe() + (f" ({m.location})" if m.location else "") for m in misses)
@@ -169,7 +200,7 @@ def _selection(cluster: Cluster, svc: Service) -> Iterator[Issue]:
         )  # fmt: skip
         return
     groups: dict[str, set[str]] = defaultdict(set)
-    for t in _targets(cluster, svc):
+    for t in ob.targets(svc):
         if t.workload:
             groups[t.workload] |= t.images
     if len(groups) < 2:
@@ -197,8 +228,8 @@ def _selection(cluster: Cluster, svc: Service) -> Iterator[Issue]:
 # -- NV018, NV019, NV020 --------------------------------------------------------------------------
 
 
-def _ports(cluster: Cluster, svc: Service) -> Iterator[Issue]:
-    targets = [t for t in _targets(cluster, svc) if t.declares]
+def _ports(ob: _Objects, svc: Service) -> Iterator[Issue]:
+    targets = [t for t in ob.targets(svc) if t.declares]
     if not targets:
         return
     for sp in svc.ports:
@@ -266,8 +297,8 @@ def _ports(cluster: Cluster, svc: Service) -> Iterator[Issue]:
 # -- NV026 ----------------------------------------------------------------------------------------
 
 
-def _readiness(cluster: Cluster, svc: Service) -> Iterator[Issue]:
-    pods = [p for p in selected_pods(cluster, svc) if p.has_status]
+def _readiness(ob: _Objects, svc: Service) -> Iterator[Issue]:
+    pods = [p for p in ob.selected_pods(svc) if p.has_status]
     if not pods or svc.publish_not_ready_addresses:
         return
     if any(is_endpoint_candidate(p) and readiness(p).serving for p in pods):
@@ -289,23 +320,28 @@ def _readiness(cluster: Cluster, svc: Service) -> Iterator[Issue]:
 
 
 def recorded_slices(cluster: Cluster, svc: Service) -> tuple[EndpointSlice, ...]:
+    """What the controllers wrote for the Service (see ``_recorded``)."""
+    return _recorded(_Objects(cluster), svc)
+
+
+def _recorded(ob: _Objects, svc: Service) -> tuple[EndpointSlice, ...]:
     """What the controllers wrote for the Service: its given EndpointSlices (those the
     EndpointSlice controller manages, or hand-written ones), else its v1 Endpoints as slices."""
     given = tuple(
-        s for s in cluster.slices_for(svc)
+        s for s in ob.slices_for(svc)
         if s.origin == "given" and s.address_type != "FQDN" and s.managed_by in ("", CONTROLLER)
     )  # fmt: skip
     if given:
         return given
-    mirrored = tuple(s for s in cluster.slices_for(svc) if s.origin == "mirrored")
+    mirrored = tuple(s for s in ob.slices_for(svc) if s.origin == "mirrored")
     if mirrored:
         return mirrored
-    ep = _legacy(cluster, svc)
+    ep = _legacy(ob, svc)
     return slices_from_endpoints(ep) if ep is not None else ()
 
 
-def _legacy(cluster: Cluster, svc: Service) -> LegacyEndpoints | None:
-    return next((e for e in cluster.legacy_endpoints if e.namespace == svc.namespace and e.name == svc.name), None)
+def _legacy(ob: _Objects, svc: Service) -> LegacyEndpoints | None:
+    return ob.legacy.get((svc.namespace, svc.name))
 
 
 def _what(s: EndpointSlice) -> str:
@@ -316,26 +352,13 @@ def _at(s: EndpointSlice, line: int) -> str:
     return s.source.at(line) if line else s.location("endpoints", "subsets")
 
 
-def _pod_for(e: Endpoint, pods_by_name: dict[str, Pod], pods_by_ip: dict[str, list[Pod]]) -> Pod | None:
-    if e.target_pod:
-        return pods_by_name.get(e.target_pod)
-    owners = pods_by_ip.get(e.addresses[0], []) if e.addresses else []
-    return owners[0] if len(owners) == 1 else None
-
-
-def _slices(cluster: Cluster, svc: Service) -> Iterator[Issue]:
-    slices = recorded_slices(cluster, svc)
+def _slices(ob: _Objects, svc: Service) -> Iterator[Issue]:
+    slices = _recorded(ob, svc)
     if not slices:
         return
-    ns_pods = [p for p in cluster.pods if p.namespace == svc.namespace]
-    by_name = {p.key: p for p in ns_pods}
-    by_ip: dict[str, list[Pod]] = defaultdict(list)
-    for p in ns_pods:
-        for ip in p.ips:
-            by_ip[ip].append(p)
-    chosen = {p.key for p in endpoint_pods(cluster, svc)}
-    zones = {n.name: n.zone for n in cluster.nodes}
-    nodes = {n.name for n in cluster.nodes}
+    chosen = {p.key for p in ob.endpoint_pods(svc)}
+    zones = ob.zones
+    nodes = set(zones)
     listed: set[str] = set()
     for s in slices:
         what = _what(s)
@@ -345,7 +368,7 @@ def _slices(cluster: Cluster, svc: Service) -> Iterator[Issue]:
             address = e.addresses[0]
             listed.add(address)
             at = _at(s, e.line)
-            pod = _pod_for(e, by_name, by_ip)
+            pod = ob.pod_for(svc.namespace, e)
             stale = _stale(svc, e, pod, chosen)
             if stale:
                 yield Issue("NV023", svc.key, f"{what} lists {address}, {stale}: a stale endpoint", at,
@@ -355,9 +378,9 @@ def _slices(cluster: Cluster, svc: Service) -> Iterator[Issue]:
                 continue
             yield from _conditions(svc, s, e, pod, at)
             yield from _topology(svc, s, e, pod, at, zones, nodes)
-        yield from _slice_ports(svc, s, by_name, by_ip, chosen)
+        yield from _slice_ports(ob, svc, s, chosen)
     families = {s.address_type for s in slices}
-    for p in endpoint_pods(cluster, svc):
+    for p in ob.endpoint_pods(svc):
         if not readiness(p).serving:
             continue  # a not-Ready Pod that is missing gets no traffic either way
         for ip in p.ips:
@@ -437,9 +460,9 @@ def _topology(
 
 
 def _slice_ports(
-    svc: Service, s: EndpointSlice, by_name: dict[str, Pod], by_ip: dict[str, list[Pod]], chosen: set[str]
+    ob: _Objects, svc: Service, s: EndpointSlice, chosen: set[str]
 ) -> Iterator[Issue]:
-    pods = [p for e in s.endpoints if (p := _pod_for(e, by_name, by_ip)) is not None and p.key in chosen]
+    pods = [p for e in s.endpoints if (p := ob.pod_for(svc.namespace, e)) is not None and p.key in chosen]
     if not pods:
         return
     have = {(p.name, p.protocol): p for p in s.ports}
@@ -468,9 +491,9 @@ def _slice_ports(
 # -- NV027, NV028 ---------------------------------------------------------------------------------
 
 
-def _legacy_agree(cluster: Cluster, svc: Service) -> Iterator[Issue]:
-    ep = _legacy(cluster, svc)
-    given = [s for s in cluster.slices_for(svc) if s.origin == "given" and s.address_type != "FQDN"]
+def _legacy_agree(ob: _Objects, svc: Service) -> Iterator[Issue]:
+    ep = _legacy(ob, svc)
+    given = [s for s in ob.slices_for(svc) if s.origin == "given" and s.address_type != "FQDN"]
     if ep is None or ep.truncated or not given:
         return
 
@@ -524,31 +547,33 @@ def _orphans(cluster: Cluster) -> Iterator[Issue]:
 
 def object_issues(cluster: Cluster) -> tuple[list[Issue], dict[tuple[str, str], int]]:
     """Every object-level issue, and how many objects each (invariant, service) examined."""
+    ob = _Objects(cluster)
     issues: list[Issue] = []
     checked: dict[tuple[str, str], int] = defaultdict(int)
     for svc in cluster.services:
         if svc.type == "ExternalName":
             continue
-        if svc.selector is not None and _covered(cluster, svc.namespace):
+        if svc.selector is not None and _covered(ob, svc.namespace):
             checked[("NV016", svc.key)] += 1
-            targets = _targets(cluster, svc)
+            targets = ob.targets(svc)
             if targets:
                 for inv in ("NV017", "NV018", "NV019", "NV020"):
                     checked[(inv, svc.key)] += len(targets)
-            if any(p.has_status for p in selected_pods(cluster, svc)):
-                checked[("NV026", svc.key)] += len(selected_pods(cluster, svc))
-            issues += _selection(cluster, svc)
-            issues += _ports(cluster, svc)
-            issues += _readiness(cluster, svc)
-        if svc.selector is not None and _covered(cluster, svc.namespace, templates=False):
-            recorded = recorded_slices(cluster, svc)
+            pods = ob.selected_pods(svc)
+            if any(p.has_status for p in pods):
+                checked[("NV026", svc.key)] += len(pods)
+            issues += _selection(ob, svc)
+            issues += _ports(ob, svc)
+            issues += _readiness(ob, svc)
+        if svc.selector is not None and _covered(ob, svc.namespace, templates=False):
+            recorded = _recorded(ob, svc)
             if recorded:
                 for inv in SLICES:
                     checked[(inv, svc.key)] += sum(len(s.endpoints) for s in recorded)
-                issues += _slices(cluster, svc)
-        if _legacy(cluster, svc) is not None and any(s.origin == "given" for s in cluster.slices_for(svc)):
+                issues += _slices(ob, svc)
+        if _legacy(ob, svc) is not None and any(s.origin == "given" for s in ob.slices_for(svc)):
             checked[("NV027", svc.key)] += 1
-            issues += _legacy_agree(cluster, svc)
+            issues += _legacy_agree(ob, svc)
     for s in cluster.slices:
         if s.origin == "given":
             checked[("NV028", f"{s.namespace}/{s.service_name}")] += 1

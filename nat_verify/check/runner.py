@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -86,6 +86,7 @@ class _Acc:
         self.inconclusive: dict[tuple[str, str], str] = {}
         self.findings: list[Finding] = []
         self._per_key: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._seen: set[tuple[object, ...]] = set()
 
     def touch(self, invs: Iterable[str], service: str, n: int = 1) -> None:
         for i in invs:
@@ -96,6 +97,14 @@ class _Acc:
             self.violated.add((inv, service))
         self.checked[(inv, service)] += 0
         k = (inv, service, sub)
+        p = f.packet
+        # two source classes the rules treat alike are one finding (reports tell findings
+        # apart by everything but the source, which is only a class's representative)
+        same = (inv, service, f.severity, f.expected, f.actual, p.origin, p.proto, p.dst, p.dport) if p else None
+        if same is not None and same in self._seen:
+            return
+        if same is not None:
+            self._seen.add(same)
         if self._per_key[k] < (MAX_FINDINGS_PER_KEY if f.severity == "error" else 1):
             self.findings.append(f)
         self._per_key[k] += 1
@@ -151,6 +160,8 @@ def check_ruleset(
     location: Callable[[str], str] | None = None,
     facts: NodeFacts | None = None,
     infer_config: bool = True,
+    prepared: tuple[Interpreter, SourceSpace] | None = None,
+    structure_check: bool = True,
     kube_proxy_version: str = "",
 ) -> CheckReport:
     """Every invariant of the catalogue on one node's ruleset.
@@ -158,6 +169,10 @@ def check_ruleset(
     ``facts``: what the user said about the node (interfaces, routes, ipsets, sysctls).
     ``infer_config``: without a KubeProxyConfiguration in ``cluster``, read kube-proxy's
     settings back from the dump's rules (``node.proxyconfig``) rather than assume defaults.
+    ``prepared``: an interpreter of ``ruleset`` on this node's context and its ``SourceSpace``,
+    from an earlier call (``check.sharing`` checks one ruleset in several calls: both cost a
+    pass over the whole dump). ``structure_check=False`` leaves out NV014's ruleset-wide
+    structure pass (for calls whose ruleset-wide results the caller drops).
     ``kube_proxy_version`` pins the kube-proxy layout NV015 compares with (default: the
     cluster's KubeProxyConfiguration, else the one the dump shows).
     The cluster's objects (NV016-NV028) are ``check_objects``'s, checked once per cluster.
@@ -168,8 +183,8 @@ def check_ruleset(
         cluster, inferred = with_inferred_config(cluster, node, ruleset)
     ctx = node_context(cluster, node, family, facts, ruleset)
     own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
-    interp = Interpreter(ruleset, ctx)
-    space = SourceSpace(interp)
+    interp, space = prepared if prepared is not None else (Interpreter(ruleset, ctx), None)
+    space = space if space is not None else SourceSpace(interp)
     loc = location or (lambda service: _service_location(cluster, service))
     acc = _Acc(node, cluster.name, loc)
     masq_mark = cluster.proxy.masquerade_mark
@@ -212,7 +227,7 @@ def check_ruleset(
                 sticky_done.add(origin)
                 acc.touch(["NV011"], dest.service)
                 packets += _check_affinity(interp, acc, dest, node, pkt, tr, exp, timeout, loc)
-    for issue in structure_issues(ruleset, ctx):
+    for issue in structure_issues(ruleset, ctx) if structure_check else ():
         acc.touch(["NV014"], "")
         acc.finding("NV014", "", f"{issue.table}:{issue.chain}", Finding(
             "NV014", "", node, issue.message, severity=issue.severity,  # type: ignore[arg-type]
@@ -315,11 +330,16 @@ def verify_cluster(cluster: Cluster, *, progress: Progress | None = None, object
     ``objects``: also the cluster's objects (off for generated clusters, whose Pods are drawn to
     exercise the rules, not to be healthy)."""
     report = check_objects(cluster) if objects else CheckReport((), ())
+    for node, rs in compiled_rulesets(cluster):
+        report = report.merged(
+            check_ruleset(cluster, node, rs, drift_check=False, progress=progress, infer_config=False)
+        )
+    return report
+
+
+def compiled_rulesets(cluster: Cluster) -> Iterator[tuple[str, Ruleset]]:
+    """(node, ruleset) for every node and family: the rules nat-verify compiles for it."""
     for n in cluster.nodes:
         for fam in families(cluster, n.name):
             text = compile_node(cluster, n.name, fam)
-            rs = parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)
-            report = report.merged(
-                check_ruleset(cluster, n.name, rs, drift_check=False, progress=progress, infer_config=False)
-            )
-    return report
+            yield n.name, parse(text, source=f"<compiled {cluster.name or 'cluster'} {n.name} IPv{fam}>", family=fam)

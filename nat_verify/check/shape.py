@@ -11,7 +11,7 @@ check of one Service port reads exactly:
    packet can have (the Service port's own destinations on this node, plus every DNAT target of
    a kept rule, to a fixed point). A rule left out can match no packet of this Service port at
    any hook, so the trace of every such packet is the same in the slice as in the whole ruleset;
-2. the node's facts (``NodeContext``: its addresses, pod CIDRs, routes) and the cluster-wide
+2. the node's facts (``NodeContext``: its addresses, pod CIDRs, routes; its Pods) and the cluster-wide
    constants the intent compares sources with (every node's addresses and pod CIDRs, the
    cluster CIDRs, the proxy configuration);
 3. the Service port itself and its endpoints (addresses, conditions, whether each is on this
@@ -214,6 +214,11 @@ class _Namer:
         self.chains: dict[str, str] = {}
         self.names: dict[str, str] = {}
 
+    def copy(self) -> _Namer:
+        out = _Namer()
+        out.addrs, out.ports, out.chains, out.names = dict(self.addrs), dict(self.ports), dict(self.chains), dict(self.names)
+        return out
+
     def net(self, text: str) -> str:
         try:
             n = parse_network(text.strip())
@@ -332,10 +337,10 @@ def _host_port(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def node_facts(namer: _Namer, cluster: Cluster, node: str, ctx: NodeContext) -> tuple[Any, ...]:
-    """The node's context and the cluster-wide constants, this node first, others by position."""
+    """The node's context and its own objects, then the cluster-wide configuration. Other nodes
+    are not named here (``NodeBase`` describes them), so the facts name no node."""
     idx = index(cluster)
     me = idx.nodes[node]
-    others = [n for n in cluster.nodes if n.name != node]
     facts: list[Any] = [
         ctx.family, namer.nets(ctx.addresses), namer.nets(ctx.pod_cidrs), namer.nets(ctx.local_pod_cidrs),
         ctx.ext_iface, ctx.pod_iface, ctx.route_localnet,
@@ -346,14 +351,138 @@ def node_facts(namer: _Namer, cluster: Cluster, node: str, ctx: NodeContext) -> 
         ctx.bridge_nf_call, ctx.known,
         namer.nets(me.internal_ips), namer.nets(me.pod_cidrs), me.labels,
     ]  # fmt: skip
-    for n in others:
-        facts.append((namer.nets(n.internal_ips), namer.nets(n.pod_cidrs), n.labels))
+    # the intent reads this node's Pods only: which addresses are pods here (the origin of a
+    # packet) and a pod that is no endpoint (a representative source)
+    pods = sorted(idx.pods_by_node.get(node, ()), key=lambda p: (p.host_network, _pod_order(p)))
+    facts.append(tuple((namer.nets(p.ips), p.host_network) for p in pods))
     p = cluster.proxy
     facts.append(attrs.evolve(p, source=SourceRef(), cluster_cidrs=(), node_port_addresses=()))
     facts.append(namer.nets(p.cluster_cidrs))
     facts.append(tuple(namer.net(c) if c[:1].isdigit() or ":" in c else c for c in p.node_port_addresses))
     facts.append(namer.net("127.0.0.0/8" if ctx.family == 4 else "::1/128"))
+    facts.append(len(cluster.nodes))
     return tuple(facts)
+
+
+def _pod_order(pod: Any) -> tuple[tuple[int, int], ...]:
+    out = []
+    for ip in pod.ips:
+        try:
+            a = ipaddress.ip_address(ip)
+        except ValueError:
+            raise NoShape(f"pod address {ip!r}") from None
+        out.append((a.version, int(a)))
+    return tuple(out)
+
+
+def _interval(n: IPNetwork) -> tuple[int, int, int]:
+    return (n.version, int(n.network_address), int(n.broadcast_address))
+
+
+class NodeBase:
+    """What every Service port's shape on one node starts from, computed once per node.
+
+    ``namer`` has named the node's own facts (``node_facts``). The other nodes are described
+    without naming them: ``profiles`` is the multiset of their *profiles* (for each of their
+    addresses and pod CIDRs: family, prefix length, kind, and the node-level constant or own
+    constant containing it; their labels), the same from every node of a cluster where the
+    nodes look alike. A Service port's shape then names only the other nodes its own constants
+    fall in (``referenced``), in order of first use; the rest are the multiset minus those.
+    """
+
+    def __init__(self, cluster: Cluster, node: str, ctx: NodeContext) -> None:
+        self.namer = _Namer()
+        self.sound = True
+        try:
+            self.facts = node_facts(self.namer, cluster, node, ctx)
+        except NoShape:
+            self.sound, self.facts = False, ()
+        self.others = [n for n in cluster.nodes if n.name != node]
+        self.owners: list[tuple[tuple[int, int, int], str]] = []  # (interval, node) of others' constants
+        profiles = []
+        self.node_level = dict(self.namer.addrs)
+        for n in self.others:
+            nets = [parse_network(x) for x in (*n.internal_ips, *n.pod_cidrs) if _parses(x)]
+            for net in nets:
+                self.owners.append((_interval(net), n.name))
+            profiles.append(self._profile(nets, n.labels))
+        self.owners.sort()
+        self.starts = [iv for iv, _ in self.owners]
+        self.profiles = tuple(sorted(profiles, key=repr))
+        # the profiles describe other nodes only if their constants are disjoint and no
+        # constant of this node lies inside one of theirs
+        for (a, _), (b, _) in zip(self.owners, self.owners[1:], strict=False):
+            if a[0] == b[0] and b[1] <= a[2]:
+                self.sound = False
+        for net in self.node_level:
+            owner = self.owner_of(net)
+            if owner is not None and net.num_addresses < 2 ** (32 if net.version == 4 else 128):
+                iv = _interval(net)
+                if not any(o == iv for o, _ in self.owners):
+                    self.sound = False
+
+    def _profile(self, nets: list[IPNetwork], labels: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+        out = []
+        for net in nets:
+            parent: Any = ""
+            best: IPNetwork | None = None
+            for cand, name in self.node_level.items():
+                if cand.version == net.version and _contains(cand, net) and cand != net and (best is None or cand.num_addresses < best.num_addresses):
+                    best, parent = cand, name
+            for j, own in enumerate(nets):
+                if own is not net and own.version == net.version and _contains(own, net) and own != net and (best is None or own.num_addresses < best.num_addresses):
+                    best, parent = own, ("own", j)
+            if net in self.node_level:
+                parent = ("is", self.node_level[net])
+            out.append((net.version, net.prefixlen, _kind(net), parent))
+        return (tuple(out), labels)
+
+    def owner_of(self, net: IPNetwork) -> str | None:
+        """The other node one of whose addresses or pod CIDRs contains ``net``, if any (the
+        others' constants are disjoint, checked in ``__init__``, so only the nearest one below
+        can contain it)."""
+        import bisect
+
+        iv = _interval(net)
+        i = bisect.bisect_right(self.starts, (iv[0], iv[1], 1 << 129)) - 1
+        if i >= 0:
+            fam, lo, hi = self.starts[i]
+            if fam == iv[0] and lo <= iv[1] and iv[2] <= hi:
+                return self.owners[i][1]
+        return None
+
+    def others_part(self, namer: _Namer) -> tuple[Any, ...]:
+        """Name the other nodes the Service port's constants fall in; raise NoShape if one of its
+        CIDRs spans another node's constant without falling in it (a profile would not say so)."""
+        import bisect
+
+        referenced: list[str] = []
+        for net, _name in list(namer.addrs.items()):
+            if net in self.node_level:
+                continue
+            owner = self.owner_of(net)
+            if owner is not None and owner not in referenced:
+                referenced.append(owner)
+            if net.num_addresses > 1:
+                lo, hi = int(net.network_address), int(net.broadcast_address)
+                i = bisect.bisect_left(self.starts, (net.version, lo, -1))
+                while i < len(self.starts) and self.starts[i][0] == net.version and self.starts[i][1] <= hi:
+                    if self.owners[i][1] not in referenced:
+                        raise NoShape(f"{net} spans another node's addresses")
+                    i += 1
+        by_name = {n.name: n for n in self.others}
+        named = tuple(
+            (namer.nets(by_name[r].internal_ips), namer.nets(by_name[r].pod_cidrs), by_name[r].labels) for r in referenced
+        )
+        return (self.profiles, named)
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_network(text)
+    except ValueError:
+        return False
+    return True
 
 
 def service_facts(namer: _Namer, cluster: Cluster, node: str, service: str, proto: str) -> tuple[Any, ...]:
@@ -403,14 +532,18 @@ def _order(names: tuple[str, ...]) -> int:
 
 def shape_of(
     slicer: Slicer, cluster: Cluster, node: str, ctx: NodeContext, service: str, dests: list[Destination],
+    base: NodeBase | None = None,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """The shape of one Service port's check on this node, or None where it has none."""
-    if cluster.pods:
-        return None  # pods add per-pod sources the shape does not describe
+    """The shape of one Service port's check on this node, or None where it has none.
+
+    ``base`` (``NodeBase(cluster, node, ctx)``, built once per node) saves naming the node's
+    facts again for every Service port."""
     fam = ctx.family
     try:
-        namer = _Namer()
-        node_part = node_facts(namer, cluster, node, ctx)
+        base = base if base is not None else NodeBase(cluster, node, ctx)
+        if not base.sound:
+            return None
+        namer = base.namer.copy()
         parts: list[Any] = []
         for proto in sorted({d.proto for d in dests}):
             start = {(int(ipaddress.ip_address(d.ip)), d.port) for d in dests if d.proto == proto}
@@ -422,7 +555,8 @@ def shape_of(
                 for t, c, rules in slice_rules(slicer, fam, proto, start)
             )
             parts.append((proto, dest_part, chains, service_facts(namer, cluster, node, service, proto)))
-        return (node_part, tuple(parts), namer.forest())
+        others = base.others_part(namer)
+        return (base.facts, tuple(parts), others, namer.forest())
     except NoShape:
         return None
 

@@ -6,7 +6,7 @@ the per-node reports; ``executors`` runs the per-group work in this process, in 
 processes, or on Dask.
 """
 
-from nat_verify.fleet.executors import DaskExecutor, Executor, LocalExecutor, make_executor
+from nat_verify.executors import DaskExecutor, Executor, LocalExecutor, make_executor
 from nat_verify.fleet.fleet import FleetReport, NodeReport, check_fleet
 from nat_verify.fleet.inventory import Fleet, FleetInputError, NodeDump, load_fleet
 

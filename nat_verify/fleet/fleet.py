@@ -32,7 +32,7 @@ import attrs
 
 from nat_verify.check import CheckReport
 from nat_verify.check.sharing import ShapeMemo, check_shared
-from nat_verify.fleet.executors import Executor, LocalExecutor
+from nat_verify.executors import Executor, LocalExecutor
 from nat_verify.fleet.inventory import Fleet, NodeDump
 from nat_verify.model.cluster import Cluster
 from nat_verify.netfilter.parse import DumpError
@@ -97,6 +97,11 @@ def _memo(cluster: Cluster) -> ShapeMemo:
     if memo is None:
         memo = _MEMOS[cluster] = ShapeMemo()
     return memo
+
+
+def forget_shapes() -> None:
+    """Drop the shapes proved so far in this process (benchmarks time each run from nothing)."""
+    _MEMOS.clear()
 
 
 def _read(path: str) -> str:

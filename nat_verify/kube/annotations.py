@@ -13,7 +13,7 @@ compared byte for byte with a given dump. The YAML loader passes the object's
 | ``nat-verify.io/legacy-layout`` | ``"true"`` / ``"false"`` | ``legacy_layout`` |
 | ``nat-verify.io/terminating-fallback`` | ``"true"`` / ``"false"`` | ``terminating_fallback`` |
 | ``nat-verify.io/large-cluster-threshold`` | integer | ``large_cluster_threshold`` |
-| ``nat-verify.io/kube-proxy-version`` | ``"1.Y"`` (1.16 or later) | ``kube_proxy_version`` |
+| ``nat-verify.io/kube-proxy-version`` | ``"1.Y"`` or ``"1.Y.Z"`` (1.16 or later) | ``kube_proxy_version`` |
 
 ``kube-proxy-version`` selects the rule layout of that kube-proxy release (``kubeproxy.eras``,
 ``docs/eras.md``); ``legacy-layout: "true"`` is the same as ``kube-proxy-version: "1.27"``.

@@ -32,7 +32,7 @@ from nat_verify.kube.fields import Fields
 from nat_verify.kube.node import read_node
 from nat_verify.kube.pod import read_pod
 from nat_verify.kube.proxyconfig import read_proxy_config
-from nat_verify.kube.selection import selects
+from nat_verify.kube.selection import SelectionIndex
 from nat_verify.kube.service import read_service
 from nat_verify.kube.servicecidr import read_service_cidr
 from nat_verify.kube.synthesis import synthesise_slices
@@ -239,6 +239,7 @@ def build_cluster(
         else:
             set_proxy(read_proxy_config(obj), obj)
 
+    index = SelectionIndex(Cluster(pods=tuple(pods)))  # selector look-ups without a scan per Service
     notes: list[LoadNote] = []
     with_slices = {(s.namespace, s.service_name) for s in slices}
     had_slices = bool(slices)  # before synthesis adds any
@@ -247,10 +248,10 @@ def build_cluster(
     for svc in services:
         if (svc.namespace, svc.name) in with_slices or not _proxied(svc):
             continue
-        selected = any(p.namespace == svc.namespace and selects(svc.selector, p.labels) for p in pods)
+        selected = index.selected_pods(svc)
         found = by_key.get((svc.namespace, svc.name))
         if selected:
-            slices.extend(synthesise_slices(svc, pods, nodes))
+            slices.extend(synthesise_slices(svc, selected, nodes))
         elif found is not None and not (svc.selector is None and found.skip_mirror and had_slices):
             # skip-mirror says another writer keeps the slices (the API server does for
             # default/kubernetes); with no slice in the input at all, the Endpoints are the evidence
@@ -285,7 +286,7 @@ def build_cluster(
                 str(svc.source),
             ))  # fmt: skip
         elif pods:
-            slices.extend(synthesise_slices(svc, pods, nodes))
+            slices.extend(synthesise_slices(svc, (), nodes))  # no Pod selected: the placeholder slice
 
     return Cluster(
         services=tuple(services),
@@ -304,15 +305,27 @@ def build_cluster(
 
 
 def require_services(cluster: Cluster) -> None:
-    """Refuse a cluster without any Service: there is nothing to verify, and saying OK would lie."""
+    """Refuse a cluster without any Service: there is nothing to verify, and saying OK would lie.
+
+    The message points at the first object read (or the input's first line), so an editor or CI
+    annotation lands in the file that should have held the Services.
+    """
     if cluster.services:
         return
-    where = cluster.source.file or cluster.name or "<input>"
     hint = ""
     if cluster.skipped:
         shown = ", ".join(describe_skipped(s) for s in cluster.skipped[:3])
         hint = f"; skipped {shown}"
-    raise KubeInputError(where, 0, f"no Service found in the input{hint}")
+    sources = [o.source for group in (cluster.nodes, cluster.pods, cluster.workloads, cluster.slices,
+                                      cluster.legacy_endpoints) for o in group]  # fmt: skip
+    first: SourceRef | None = next((src for src in sources if src.line), None)
+    if first is None and cluster.proxy.source.line:
+        first = cluster.proxy.source
+    if first is None:
+        root = Path(cluster.source.file or ".")
+        files = spec_files(root) if root.is_dir() else [root]
+        first = SourceRef(str(files[0]) if files else str(root), 1)
+    raise KubeInputError(first.file, first.line, f"no Service found in the input{hint}")
 
 
 def describe_skipped(s: SkippedKind) -> str:

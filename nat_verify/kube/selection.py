@@ -22,8 +22,9 @@ The first half of a Service's path, as the Kubernetes controllers walk it (no ru
 
 This is the API ``nat-verify explain`` and the object checks (``nat_verify.check.objects``) share:
 ``selects``, ``selected_pods``, ``endpoint_pods``, ``selected_workloads``, ``workload_of``,
-``near_misses``, ``resolve_target_port`` and ``readiness``. Every function takes model values and
-returns values; nothing here reads files.
+``near_misses``, ``resolve_target_port`` and ``readiness`` (and ``SelectionIndex``, the same
+questions for many Services at the cost of one pass over the Pods). Every function takes model
+values and returns values; nothing here reads files.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def selects(selector: Labels | None, labels: Labels) -> bool:
     """A Service selector (equality-based) selects these labels; ``None`` selects nothing."""
     if selector is None:
         return False
+    if isinstance(selector, tuple) and isinstance(labels, tuple):  # the model's own form: cheap
+        return set(selector).issubset(labels)
     have = _dict(labels)
     return all(have.get(k) == v for k, v in _dict(selector).items())
 
@@ -85,11 +88,66 @@ def label_selector_selects(sel: LabelSelector, labels: Labels) -> bool:
 # -- selection ----------------------------------------------------------------------------------
 
 
+class SelectionIndex:
+    """A cluster's Pods, templates and ReplicaSets indexed for many selector look-ups.
+
+    The module's functions build one for a single question; a caller asking about every Service
+    of a large cluster (``check.objects``) builds one and asks it, so selecting costs the
+    candidates carrying the selector's first label, not every Pod.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.pods_in: dict[str, list[Pod]] = {}
+        self._by_label: dict[tuple[str, str], list[Pod]] = {}
+        for p in cluster.pods:
+            self.pods_in.setdefault(p.namespace, []).append(p)
+            for kv in p.labels:
+                self._by_label.setdefault(kv, []).append(p)
+        self.templates_in: dict[str, list[Workload]] = {}
+        for w in cluster.workloads:
+            if w.kind in TEMPLATE_KINDS and not _is_revision(w):
+                self.templates_in.setdefault(w.namespace, []).append(w)
+        self._replicasets = {(w.namespace, w.name): w for w in cluster.workloads if w.kind == "ReplicaSet"}
+
+    def matching_pods(self, selector: tuple[tuple[str, str], ...]) -> list[Pod]:
+        """Pods of every namespace whose labels contain a non-empty selector."""
+        return [p for p in self._by_label.get(selector[0], []) if selects(selector, p.labels)]
+
+    def selected_pods(self, svc: Service) -> tuple[Pod, ...]:
+        if svc.selector is None:
+            return ()
+        if not svc.selector:
+            return tuple(self.pods_in.get(svc.namespace, ()))
+        return tuple(p for p in self.matching_pods(svc.selector) if p.namespace == svc.namespace)
+
+    def endpoint_pods(self, svc: Service) -> tuple[Pod, ...]:
+        return tuple(p for p in self.selected_pods(svc) if is_endpoint_candidate(p))
+
+    def selected_workloads(self, svc: Service) -> tuple[Workload, ...]:
+        if svc.selector is None:
+            return ()
+        return tuple(w for w in self.templates_in.get(svc.namespace, ()) if selects(svc.selector, w.labels))
+
+    def workload_of(self, pod: Pod) -> str:
+        owner = pod.owner
+        if owner is None:
+            return ""
+        if owner.kind == "ReplicaSet":
+            rs = self._replicasets.get((pod.namespace, owner.name))
+            if rs is not None:
+                if rs.owner is not None and rs.owner.kind == "Deployment":
+                    return f"Deployment {pod.namespace}/{rs.owner.name}"
+                return f"ReplicaSet {pod.namespace}/{rs.name}"
+            digest = dict(pod.labels).get("pod-template-hash", "")
+            if digest and owner.name.endswith("-" + digest):
+                return f"Deployment {pod.namespace}/{owner.name[: -len(digest) - 1]}"
+        return f"{owner.kind} {pod.namespace}/{owner.name}"
+
+
 def selected_pods(cluster: Cluster, svc: Service) -> tuple[Pod, ...]:
     """Every Pod the Service's selector selects, finished or not, in input order."""
-    if svc.selector is None:
-        return ()
-    return tuple(p for p in cluster.pods if p.namespace == svc.namespace and selects(svc.selector, p.labels))
+    return SelectionIndex(cluster).selected_pods(svc)
 
 
 def is_endpoint_candidate(pod: Pod) -> bool:
@@ -99,7 +157,7 @@ def is_endpoint_candidate(pod: Pod) -> bool:
 
 def endpoint_pods(cluster: Cluster, svc: Service) -> tuple[Pod, ...]:
     """The selected Pods the EndpointSlice controller turns into endpoints."""
-    return tuple(p for p in selected_pods(cluster, svc) if is_endpoint_candidate(p))
+    return SelectionIndex(cluster).endpoint_pods(svc)
 
 
 def template_workloads(cluster: Cluster) -> tuple[Workload, ...]:
@@ -113,11 +171,7 @@ def _is_revision(w: Workload) -> bool:
 
 def selected_workloads(cluster: Cluster, svc: Service) -> tuple[Workload, ...]:
     """Workloads whose Pod template the Service's selector selects."""
-    if svc.selector is None:
-        return ()
-    return tuple(
-        w for w in template_workloads(cluster) if w.namespace == svc.namespace and selects(svc.selector, w.labels)
-    )
+    return SelectionIndex(cluster).selected_workloads(svc)
 
 
 def workload_of(cluster: Cluster, pod: Pod) -> str:
@@ -126,19 +180,7 @@ def workload_of(cluster: Cluster, pod: Pod) -> str:
     A ReplicaSet is followed to its Deployment: through the ReplicaSet object when the input has
     it, otherwise by its name, which the Deployment controller makes ``<deployment>-<pod-template-hash>``.
     """
-    owner = pod.owner
-    if owner is None:
-        return ""
-    if owner.kind == "ReplicaSet":
-        for w in cluster.workloads:
-            if w.kind == "ReplicaSet" and w.namespace == pod.namespace and w.name == owner.name:
-                if w.owner is not None and w.owner.kind == "Deployment":
-                    return f"Deployment {pod.namespace}/{w.owner.name}"
-                return f"ReplicaSet {pod.namespace}/{w.name}"
-        digest = dict(pod.labels).get("pod-template-hash", "")
-        if digest and owner.name.endswith("-" + digest):
-            return f"Deployment {pod.namespace}/{owner.name[: -len(digest) - 1]}"
-    return f"{owner.kind} {pod.namespace}/{owner.name}"
+    return SelectionIndex(cluster).workload_of(pod)
 
 
 def revision_of(pod: Pod) -> str:
@@ -215,7 +257,9 @@ def _closeness(diffs: Sequence[LabelDiff]) -> tuple[int, float]:
     return (len(diffs), distance)
 
 
-def near_misses(cluster: Cluster, svc: Service, limit: int = 3) -> tuple[NearMiss, ...]:
+def near_misses(
+    cluster: Cluster, svc: Service, limit: int = 3, index: SelectionIndex | None = None
+) -> tuple[NearMiss, ...]:
     """The Pods and templates closest to the Service's selector, closest first.
 
     Candidates are the Pods and template workloads of the Service's namespace that match at
@@ -250,10 +294,14 @@ def near_misses(cluster: Cluster, svc: Service, limit: int = 3) -> tuple[NearMis
         found[key] = NearMiss(kind, namespace, name, diffs, where)
         order.append((score, len(order), key))
 
-    for pod in cluster.pods:
+    ix = index or SelectionIndex(cluster)
+    here = ix.pods_in.get(svc.namespace, [])
+    elsewhere = [p for p in ix.matching_pods(svc.selector) if p.namespace != svc.namespace]
+    for pod in [*here, *elsewhere]:
         consider("Pod", pod.namespace, pod.name, pod.labels, pod.location("metadata.labels"))
     for w in template_workloads(cluster):
-        consider(w.kind, w.namespace, w.name, w.labels, w.location("spec.template.metadata.labels"))
+        if w.namespace == svc.namespace or selects(selector, w.labels):
+            consider(w.kind, w.namespace, w.name, w.labels, w.location("spec.template.metadata.labels"))
     return tuple(found[key] for _, _, key in sorted(order)[:limit])
 
 

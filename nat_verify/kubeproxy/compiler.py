@@ -77,7 +77,8 @@ def era_base_jumps(era: Era) -> tuple[tuple[str, str, str], ...]:
         out.append(("filter", chain, text))
 
     if era.jumps == "input-services":
-        # 1.16-1.18 (read in 1.17's proxier.go and in the dumps of that time)
+        # 1.16-1.19 (read in 1.17's proxier.go and in the dumps of that time; 1.20's
+        # kubernetes#95252 dropped the INPUT jump to KUBE-SERVICES)
         add("INPUT", f"{_NEW} {_PORTALS} -j {SERVICES}")
         add("INPUT", f"{_NEW} {_EXTERNAL} -j {EXTERNAL_SERVICES}")
         add("FORWARD", f"{_FORWARDING} -j {FORWARD}")
@@ -276,7 +277,7 @@ def compile_node(
             f'-A {POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE{masq}',
         ]
         mark_masq = f"-A {MARK_MASQ} -j MARK --or-mark {mark}"
-    else:  # 1.16-1.18: one rule, and the mark is set (and matched) with its mask
+    else:  # before kubernetes#92035 (1.19; 1.16.13, 1.17.9, 1.18.6): one rule, the mark kept
         postrouting = [
             f'-A {POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT"'
             f" -m mark --mark {mark}/{mark} -j MASQUERADE{masq}"
@@ -350,7 +351,13 @@ def compile_node(
             f'-A {FORWARD} -m comment --comment "kubernetes forwarding conntrack rule"'
             " -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
         )
-    else:  # 1.16-1.18: two rules, written only when the cluster CIDR is known
+    elif era.forward_rules == "pair":  # 1.18-1.22 (kubernetes#87748): the same two rules, no CIDR
+        for which in ("source", "destination"):
+            f_forward.append(
+                f'-A {FORWARD} -m comment --comment "kubernetes forwarding conntrack pod {which} rule"'
+                " -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+            )
+    else:  # 1.16-1.17: two rules, written only when the cluster CIDR is known
         cidr = _first_cluster_cidr(cfg, family)
         if cidr:
             f_forward.append(

@@ -8,12 +8,12 @@ PRs, and the published dumps in ``tests/realdumps``), is documented in ``docs/er
 
 Layout families:
 
-* ``xlb`` (1.16-1.23): the ClusterIP masquerade rule sits in ``KUBE-SERVICES`` before the jump
-  (1.23: first rule of ``KUBE-SVC-*``); NodePorts masquerade in ``KUBE-NODEPORTS``; every
-  LoadBalancer IP goes through ``KUBE-FW-*`` (masquerade, jump, ``KUBE-MARK-DROP``);
-  externalTrafficPolicy=Local uses ``KUBE-XLB-*`` (pod and host short-circuit, local endpoints
-  or ``KUBE-MARK-DROP``); externalIPs masquerade and are captured by a ``physdev``/``addrtype``
-  pair of rules.
+* ``xlb`` (1.16-1.23): every LoadBalancer IP goes through ``KUBE-FW-*`` (masquerade, jump,
+  ``KUBE-MARK-DROP``); externalTrafficPolicy=Local uses ``KUBE-XLB-*`` (pod and host
+  short-circuit, local endpoints or ``KUBE-MARK-DROP``). Up to 1.20 the masquerade rules sit in
+  ``KUBE-SERVICES``/``KUBE-NODEPORTS`` before the jumps and externalIPs are captured by a
+  ``physdev``/``addrtype`` pair of rules; from 1.21 the masquerade rules are in ``KUBE-SVC-*``
+  and externalIPs are matched like ClusterIPs.
 * ``ext`` (1.24-): ``KUBE-EXT-*`` (external destinations), ``KUBE-SVL-*`` (Local policy),
   ``KUBE-FW-*`` only for loadBalancerSourceRanges, ``"spn -> ip:port"`` comments; from 1.25 the
   drops are filter rules (``KUBE-PROXY-FIREWALL``, ``"has no local endpoints" -j DROP``) instead
@@ -22,6 +22,7 @@ Layout families:
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import attrs
@@ -34,20 +35,24 @@ class Era:
     layout: Literal["xlb", "ext"]
     probability_digits: int  # the cascade's probabilities: Go "%0.5f" (<= 1.16) or "%0.10f"
     postrouting_clears_mark: bool  # KUBE-POSTROUTING: RETURN unmarked, xor-mark, MASQUERADE
-    masq_in_services: bool  # xlb: ClusterIP masquerade rule in nat KUBE-SERVICES (else in KUBE-SVC)
-    forward_rules: Literal["cidr-pair", "single"]  # KUBE-FORWARD's conntrack ACCEPT rule(s)
+    masq_in_services: bool  # xlb: masquerade rules in KUBE-SERVICES / KUBE-NODEPORTS (else in KUBE-SVC)
+    external_ips_as_cluster_ips: bool  # xlb: externalIPs like ClusterIPs (else the physdev/addrtype pair)
+    forward_rules: Literal["cidr-pair", "pair", "single"]  # KUBE-FORWARD's conntrack ACCEPT rule(s)
     health_checks: bool  # filter KUBE-NODEPORTS (healthCheckNodePort ACCEPT) and its INPUT jump
-    jumps: Literal["input-services", "external-forward"]  # which base-chain jumps exist (below)
+    jumps: Literal["input-services", "external-forward"]  # which base-chain jumps exist (compiler)
     arrow_comments: bool  # "spn -> ip:port" on KUBE-SVC/SVL -> KUBE-SEP rules
     mark_drop: bool  # kube-proxy jumps to kubelet's KUBE-MARK-DROP (ext: 1.24 only)
     proxy_firewall: bool  # filter KUBE-PROXY-FIREWALL, filter DROPs for missing local endpoints
-    localhost_option: bool  # localhostNodePorts=false writes "! -d 127.0.0.0/8" (1.26+)
+    localhost_option: bool  # localhostNodePorts=false writes "! -d 127.0.0.0/8" (1.26+, #108250)
     writes_kube_firewall: bool  # kube-proxy (not only kubelet) writes KUBE-FIREWALL's localnet rule
     nfacct_invalid: bool  # "-m nfacct --nfacct-name ct_state_invalid_dropped_pkts"
     nfacct_localhost: bool  # "-m nfacct --nfacct-name localhost_nps_accepted_pkts"
     cidr_suffix: bool  # restore input writes "-d 10.0.0.1/32" (utilproxy.ToCIDR) rather than "-d 10.0.0.1"
-    terminating_fallback: bool  # serving+terminating endpoints when no ready one (beta 1.26)
+    terminating_fallback: bool  # serving+terminating endpoints when no ready one (ProxyTerminatingEndpoints, beta 1.26)
     internal_policy: bool  # internalTrafficPolicy is modelled for this era
+    # 1.16-1.18: the first patch release that clears the mark (kubernetes#92035, backported in
+    # July 2020). The era is its last patch release; ``before_mark_fix`` gives the earlier ones.
+    mark_fix_patch: str = ""
 
     @property
     def index(self) -> int:
@@ -59,25 +64,30 @@ class Era:
 
 _XLB = {"layout": "xlb", "arrow_comments": False, "mark_drop": True, "proxy_firewall": False,
         "localhost_option": False, "writes_kube_firewall": False, "nfacct_invalid": False,
-        "nfacct_localhost": False, "cidr_suffix": True, "terminating_fallback": False,
-        "internal_policy": False}  # fmt: skip
+        "nfacct_localhost": False, "terminating_fallback": False, "internal_policy": False,
+        "probability_digits": 10, "postrouting_clears_mark": True}  # fmt: skip
+_OLD = {**_XLB, "masq_in_services": True, "external_ips_as_cluster_ips": False, "health_checks": False,
+        "cidr_suffix": True}  # fmt: skip
 _EXT = {"layout": "ext", "probability_digits": 10, "postrouting_clears_mark": True,
-        "masq_in_services": False, "forward_rules": "single", "health_checks": True,
-        "jumps": "external-forward", "arrow_comments": True, "cidr_suffix": False,
+        "masq_in_services": False, "external_ips_as_cluster_ips": True, "forward_rules": "single",
+        "health_checks": True, "jumps": "external-forward", "arrow_comments": True, "cidr_suffix": False,
         "internal_policy": True}  # fmt: skip
 
 ERAS: tuple[Era, ...] = (
-    Era("1.16", "1.16", probability_digits=5, postrouting_clears_mark=False, masq_in_services=True,
-        forward_rules="cidr-pair", health_checks=False, jumps="input-services", **_XLB),  # type: ignore[arg-type]
-    Era("1.17", "1.17-1.18", probability_digits=10, postrouting_clears_mark=False, masq_in_services=True,
-        forward_rules="cidr-pair", health_checks=False, jumps="input-services", **_XLB),  # type: ignore[arg-type]
-    Era("1.19", "1.19-1.22", probability_digits=10, postrouting_clears_mark=True, masq_in_services=True,
-        forward_rules="single", health_checks=True, jumps="external-forward", **_XLB),  # type: ignore[arg-type]
-    Era("1.23", "1.23", probability_digits=10, postrouting_clears_mark=True, masq_in_services=False,
-        forward_rules="single", health_checks=True, jumps="external-forward", **_XLB),  # type: ignore[arg-type]
+    Era("1.16", "1.16", forward_rules="cidr-pair", jumps="input-services", mark_fix_patch="1.16.13",
+        **{**_OLD, "probability_digits": 5}),  # type: ignore[arg-type]
+    Era("1.17", "1.17", forward_rules="cidr-pair", jumps="input-services", mark_fix_patch="1.17.9", **_OLD),  # type: ignore[arg-type]
+    Era("1.18", "1.18-1.19", forward_rules="pair", jumps="input-services", mark_fix_patch="1.18.6", **_OLD),  # type: ignore[arg-type]
+    Era("1.20", "1.20", forward_rules="pair", jumps="external-forward", **_OLD),  # type: ignore[arg-type]
+    Era("1.21", "1.21-1.22", masq_in_services=False, external_ips_as_cluster_ips=True, forward_rules="pair",
+        health_checks=True, jumps="external-forward", cidr_suffix=True, **_XLB),  # type: ignore[arg-type]
+    Era("1.23", "1.23", masq_in_services=False, external_ips_as_cluster_ips=True, forward_rules="single",
+        health_checks=True, jumps="external-forward", cidr_suffix=False, **_XLB),  # type: ignore[arg-type]
     Era("1.24", "1.24", mark_drop=True, proxy_firewall=False, localhost_option=False, writes_kube_firewall=False,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=False, **_EXT),  # type: ignore[arg-type]
-    Era("1.25", "1.25-1.26", mark_drop=False, proxy_firewall=True, localhost_option=False, writes_kube_firewall=False,
+    Era("1.25", "1.25", mark_drop=False, proxy_firewall=True, localhost_option=False, writes_kube_firewall=False,
+        nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=False, **_EXT),  # type: ignore[arg-type]
+    Era("1.26", "1.26", mark_drop=False, proxy_firewall=True, localhost_option=True, writes_kube_firewall=False,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=True, **_EXT),  # type: ignore[arg-type]
     Era("1.27", "1.27-1.29", mark_drop=False, proxy_firewall=True, localhost_option=True, writes_kube_firewall=True,
         nfacct_invalid=False, nfacct_localhost=False, terminating_fallback=True, **_EXT),  # type: ignore[arg-type]
@@ -90,6 +100,16 @@ ERA_NAMES: tuple[str, ...] = tuple(e.name for e in ERAS)
 NEWEST = ERAS[-1]
 OLDEST = ERAS[0]
 LEGACY = ERAS[ERA_NAMES.index("1.27")]  # the v1.27 layout of upstream's test corpus
+
+
+def before_mark_fix(era: Era) -> Era:
+    """The patch releases of a 1.16-1.18 era before kubernetes#92035 reached them: one
+    ``KUBE-POSTROUTING`` rule that masquerades and leaves the mark set (``era`` itself if it
+    has no such releases)."""
+    if not era.mark_fix_patch or not era.postrouting_clears_mark:
+        return era
+    minor, patch = era.mark_fix_patch.rsplit(".", 1)
+    return attrs.evolve(era, postrouting_clears_mark=False, releases=f"{minor}.0-{minor}.{int(patch) - 1}")
 
 
 class UnknownVersion(ValueError):
@@ -105,7 +125,9 @@ def _minor(version: str) -> int:
 
 
 def era_for_version(version: str) -> Era:
-    """The era of a kube-proxy release: ``"1.21"`` -> the 1.19-1.22 era; ``v1.30.2`` works too."""
+    """The era of a kube-proxy release: ``"1.22"`` -> the 1.21-1.22 era; ``v1.30.2`` works too.
+    A patch release of 1.16-1.18 before the mark fix (``1.18.2``) gets ``before_mark_fix``;
+    a minor version alone stands for its last patch release."""
     minor = _minor(version)
     if minor < 16:
         raise UnknownVersion(
@@ -115,7 +137,17 @@ def era_for_version(version: str) -> Era:
     for era in ERAS:
         if _minor(era.name) <= minor:
             chosen = era
+    patch = _patch(version)
+    if chosen.mark_fix_patch and patch is not None:
+        fix_minor, fix_patch = chosen.mark_fix_patch.rsplit(".", 1)
+        if _minor(fix_minor) == minor and patch < int(fix_patch):
+            return before_mark_fix(chosen)
     return chosen
+
+
+def _patch(version: str) -> int | None:
+    m = re.match(r"v?1\.\d+\.(\d+)", version.strip())
+    return int(m.group(1)) if m else None
 
 
 def era_named(name: str) -> Era:

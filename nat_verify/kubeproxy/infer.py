@@ -22,7 +22,15 @@ from typing import Literal
 
 import attrs
 
-from nat_verify.kubeproxy.eras import ERA_NAMES, ERAS, LEGACY, NEWEST, Era, era_for_version
+from nat_verify.kubeproxy.eras import (
+    ERA_NAMES,
+    ERAS,
+    LEGACY,
+    NEWEST,
+    Era,
+    before_mark_fix,
+    era_for_version,
+)
 from nat_verify.netfilter.ruleset import Ruleset
 
 # One clue: (name, test on a normalised line, lowest era, highest era, what it means).
@@ -58,25 +66,29 @@ CLUES: tuple[Clue, ...] = (
     Clue("xlb-balancing", _re(r'"Balancing rule \d+ for '), None, _v("1.23"), "KUBE-XLB local endpoint rule (<= 1.23)"),
     Clue("ext-chain", _re(r"KUBE-(EXT|SVL)-[A-Z2-7]{16}"), _v("1.24"), None, "KUBE-EXT / KUBE-SVL chain (>= 1.24)"),
     Clue("postrouting-one-rule", _re(r"-A KUBE-POSTROUTING .*-m mark --mark \S+ -j MASQUERADE"), None, _v("1.18"),
-         "KUBE-POSTROUTING is one '-m mark --mark ... -j MASQUERADE' rule (<= 1.18)"),
-    Clue("postrouting-clears-mark", _re(r"-A KUBE-POSTROUTING -m mark ! --mark \S+ -j RETURN"), _v("1.19"), None,
-         "KUBE-POSTROUTING returns unmarked packets and clears the mark (>= 1.19)"),
-    Clue("masq-in-services", _re(r"-A KUBE-SERVICES .*cluster IP.*-j KUBE-MARK-MASQ"), None, _v("1.22"),
-         "masquerade rule in nat KUBE-SERVICES (<= 1.22)"),
-    Clue("masq-in-svc", _re(r"-A KUBE-SVC-\S+ .*cluster IP.*-j KUBE-MARK-MASQ"), _v("1.23"), None,
-         "ClusterIP masquerade rule in a KUBE-SVC chain (>= 1.23)"),
-    Clue("nodeport-masq", _re(r"-A KUBE-NODEPORTS .*-j KUBE-MARK-MASQ"), None, _v("1.23"),
-         "NodePort masquerade in KUBE-NODEPORTS (<= 1.23)"),
-    Clue("externalip-physdev", _has("--physdev-is-in", "-j KUBE-SVC-"), None, _v("1.23"),
-         "externalIP rule with '-m physdev ! --physdev-is-in' (<= 1.23)"),
-    Clue("health-check-jump", _has('"kubernetes health check service ports"'), _v("1.19"), None,
-         "INPUT jumps to KUBE-NODEPORTS 'kubernetes health check service ports' (>= 1.19)"),
-    Clue("forward-external-jump", _re(r"-A FORWARD .*-j KUBE-EXTERNAL-SERVICES"), _v("1.19"), None,
-         "FORWARD jumps to KUBE-EXTERNAL-SERVICES (>= 1.19)"),
-    Clue("forward-cidr-pair", _has("kubernetes forwarding conntrack pod source rule"), None, _v("1.18"),
-         "KUBE-FORWARD 'pod source' / 'pod destination' conntrack rules (<= 1.18)"),
-    Clue("forward-single", _has('"kubernetes forwarding conntrack rule"'), _v("1.19"), None,
-         "KUBE-FORWARD 'kubernetes forwarding conntrack rule' (>= 1.19)"),
+         "KUBE-POSTROUTING is one '-m mark --mark ... -j MASQUERADE' rule (<= 1.18, before 1.16.13/1.17.9/1.18.6)"),
+    Clue("masq-in-services", _re(r"-A KUBE-SERVICES .*cluster IP.*-j KUBE-MARK-MASQ"), None, _v("1.20"),
+         "masquerade rule in nat KUBE-SERVICES (<= 1.20)"),
+    Clue("masq-in-svc", _re(r"-A KUBE-SVC-\S+ .*cluster IP.*-j KUBE-MARK-MASQ"), _v("1.21"), None,
+         "ClusterIP masquerade rule in a KUBE-SVC chain (>= 1.21)"),
+    Clue("nodeport-masq", _re(r"-A KUBE-NODEPORTS (?!.*-s (127\.0\.0\.0/8|::1/128) ).*-j KUBE-MARK-MASQ"), None, _v("1.20"),
+         "NodePort masquerade (not only loopback sources) in KUBE-NODEPORTS (<= 1.20)"),
+    Clue("nodeport-masq-in-svc", _re(r"-A KUBE-SVC-\S+ (?!.*cluster IP)(?!.*external IP).*--dport \d+ .*-j KUBE-MARK-MASQ"),
+         _v("1.21"), _v("1.23"), "NodePort masquerade rule in a KUBE-SVC chain (1.21-1.23)"),
+    Clue("externalip-physdev", _has("--physdev-is-in", "-j KUBE-SVC-"), None, _v("1.20"),
+         "externalIP rule with '-m physdev ! --physdev-is-in' (<= 1.20)"),
+    Clue("health-check-jump", _has('"kubernetes health check service ports"'), _v("1.21"), None,
+         "INPUT jumps to KUBE-NODEPORTS 'kubernetes health check service ports' (>= 1.21)"),
+    Clue("input-services-jump", _re(r"-A INPUT .*kubernetes service portals.*-j KUBE-SERVICES"), None, _v("1.19"),
+         "filter INPUT jumps to KUBE-SERVICES (<= 1.19)"),
+    Clue("forward-external-jump", _re(r"-A FORWARD .*-j KUBE-EXTERNAL-SERVICES"), _v("1.20"), None,
+         "FORWARD jumps to KUBE-EXTERNAL-SERVICES (>= 1.20)"),
+    Clue("forward-cidr-pair", _re(r"-A KUBE-FORWARD (.* )?-[sd] [\d:][\d.:/a-f]*( |$)"),
+         None, _v("1.17"), "KUBE-FORWARD rule on the cluster CIDR: the 'pod source' / 'pod destination' rules (<= 1.17)"),
+    Clue("forward-pair", _re(r"-A KUBE-FORWARD (?!.* -[sd] [\d:])-m comment --comment \"kubernetes forwarding conntrack pod (source|destination) rule"),
+         _v("1.18"), _v("1.22"), "KUBE-FORWARD 'pod source' / 'pod destination' conntrack rules without a CIDR (1.18-1.22)"),
+    Clue("forward-single", _has('"kubernetes forwarding conntrack rule"'), _v("1.23"), None,
+         "KUBE-FORWARD 'kubernetes forwarding conntrack rule' (>= 1.23)"),
     Clue("arrow-comment", _re(r'-A KUBE-(SVC|SVL)-\S+ .*--comment "[^"]* -> [^"]*"'), _v("1.24"), None,
          "KUBE-SVC -> KUBE-SEP comment 'spn -> ip:port' (>= 1.24)"),
     Clue("plain-sep-comment",
@@ -201,8 +213,8 @@ def _chain_list_clues(lines: list[tuple[int, str]]) -> Iterable[Evidence]:
         yield Evidence(services_line, "no-proxy-firewall", "filter declares KUBE-SERVICES but no KUBE-PROXY-FIREWALL (<= 1.24)",
                        None, _v("1.24"), "")  # fmt: skip
     if "KUBE-NODEPORTS" not in chains and "KUBE-EXTERNAL-SERVICES" in chains:
-        yield Evidence(services_line, "no-filter-nodeports", "filter declares KUBE-SERVICES but no KUBE-NODEPORTS (<= 1.18)",
-                       None, _v("1.18"), "")  # fmt: skip
+        yield Evidence(services_line, "no-filter-nodeports", "filter declares KUBE-SERVICES but no KUBE-NODEPORTS (<= 1.20)",
+                       None, _v("1.20"), "")  # fmt: skip
 
 
 def infer_era(text: str) -> EraInference:
@@ -257,7 +269,10 @@ def _decide(evidence: tuple[Evidence, ...], restore_input: bool) -> EraInference
             if (e.low and ERA_NAMES.index(e.low) > best) or (e.high and best > ERA_NAMES.index(e.high))
         )  # fmt: skip
         lo = hi = best
-    return EraInference(ERAS[hi], ERAS[lo], ERAS[hi], evidence, conflicts, restore_input)
+    era = ERAS[hi]
+    if any(e.clue == "postrouting-one-rule" for e in evidence):
+        era = before_mark_fix(era)  # a 1.16-1.18 patch release from before kubernetes#92035
+    return EraInference(era, ERAS[lo], ERAS[hi], evidence, conflicts, restore_input)
 
 
 def ruleset_lines(rs: Ruleset) -> list[tuple[int, str]]:

@@ -1,20 +1,23 @@
 """The per-service rules of kube-proxy 1.16-1.23 (the ``xlb`` layouts of ``eras``).
 
 This is the body of ``syncProxyRules``' service loop as upstream's ``proxier.go`` wrote it in
-1.17 (read in full), with the changes of the later releases of the family as switches of the
+1.17 and in 1.23 (both read in full), with the changes between them as switches of the
 ``Era``. What a rule is for is said where it is written; in short, per service port:
 
 * ClusterIP: ``-A KUBE-SERVICES ... "spn cluster IP" ... -j KUBE-SVC``, preceded by the
   masquerade rule (``! -s <clusterCIDR>``, or unconditional with masqueradeAll; none without a
-  cluster CIDR), which 1.23 moved into the ``KUBE-SVC`` chain. No endpoints: filter REJECT.
-* externalIPs: masquerade, then two jumps to ``KUBE-SVC``: one for traffic that neither came
-  through a bridge nor from the node (``-m physdev ! --physdev-is-in -m addrtype ! --src-type
-  LOCAL``), one for traffic to an address that is local. externalTrafficPolicy does not apply.
+  cluster CIDR), which 1.21 moved into the ``KUBE-SVC`` chain. No endpoints: filter REJECT.
+* externalIPs up to 1.20: masquerade, then two jumps to ``KUBE-SVC``: one for traffic that
+  neither came through a bridge nor from the node (``-m physdev ! --physdev-is-in -m addrtype !
+  --src-type LOCAL``), one for traffic to an address that is local; externalTrafficPolicy does
+  not apply. From 1.21: one jump, to ``KUBE-SVC`` (masquerading off-cluster sources in it) or,
+  with the Local policy, to ``KUBE-XLB``.
 * LoadBalancer IPs: ``-j KUBE-FW``; the FW chain masquerades (Cluster policy), jumps to
   ``KUBE-SVC`` or ``KUBE-XLB`` (for every source, or only the loadBalancerSourceRanges) and
   ends with ``-j KUBE-MARK-DROP``.
-* NodePorts: ``KUBE-NODEPORTS`` masquerades and jumps to ``KUBE-SVC``; with the Local policy it
-  masquerades only loopback sources and jumps to ``KUBE-XLB``.
+* NodePorts: ``KUBE-NODEPORTS`` masquerades (from 1.21: ``KUBE-SVC`` does) and jumps to
+  ``KUBE-SVC``; with the Local policy it masquerades only loopback sources and jumps to
+  ``KUBE-XLB``.
 * ``KUBE-XLB`` (externalTrafficPolicy=Local): pods (source in the cluster CIDR) and the node
   itself (``--src-type LOCAL``, masqueraded) go to ``KUBE-SVC``; the rest to the local
   endpoints ("Balancing rule i"), or ``KUBE-MARK-DROP`` when there is none.
@@ -84,7 +87,7 @@ def xlb_service_port(
                 n_services.append(f"{head} -j {MARK_MASQ}")
             elif cluster_cidr:
                 n_services.append(f"{head} ! -s {cluster_cidr} -j {MARK_MASQ}")
-        else:  # 1.23: the same rule, first in the service's own chain
+        else:  # 1.21 (kubernetes#96959): the same rule, first in the service's own chain
             svc_head = f'-A {svc_chain} -m comment --comment "{spn} cluster IP" {pp} -d {cip} {dport}'
             if masquerade_all:
                 nat_chains[svc_chain].append(f"{svc_head} -j {MARK_MASQ}")
@@ -97,7 +100,15 @@ def xlb_service_port(
     # externalIPs
     for ip in sp.external_ips:
         eip = _cidr(ip, v6, era)
-        if has_endpoints:
+        if has_endpoints and era.external_ips_as_cluster_ips:
+            # 1.21 (kubernetes#96296): like a ClusterIP; off-cluster sources masqueraded (all
+            # of them without a cluster CIDR) unless the Local policy applies (then KUBE-XLB)
+            args = f'-m comment --comment "{spn} external IP" {pp} -d {eip} {dport}'
+            if not only_local:
+                masq_if = f" ! -s {cluster_cidr}" if cluster_cidr else ""
+                nat_chains[svc_chain].append(f"-A {svc_chain} {args}{masq_if} -j {MARK_MASQ}")
+            n_services.append(f"-A {SERVICES} {args} -j {xlb_chain if only_local else svc_chain}")
+        elif has_endpoints:
             head = f'-A {SERVICES} -m comment --comment "{spn} external IP" {pp} -d {eip} {dport}'
             n_services.append(f"{head} -j {MARK_MASQ}")
             n_services.append(f"{head} -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j {svc_chain}")
@@ -136,7 +147,11 @@ def xlb_service_port(
             head = f"-A {NODEPORTS} -m comment --comment {_quote(spn)} {pp} --dport {sp.node_port}"
             n_nodeports = nat_chains[NODEPORTS]
             if not only_local:
-                n_nodeports.append(f"{head} -j {MARK_MASQ}")
+                if era.masq_in_services:
+                    n_nodeports.append(f"{head} -j {MARK_MASQ}")
+                else:  # 1.21 (kubernetes#96959): the masquerade rule moved into KUBE-SVC
+                    rest = head.split(" ", 2)[2]
+                    nat_chains[svc_chain].append(f"-A {svc_chain} {rest} -j {MARK_MASQ}")
                 n_nodeports.append(f"{head} -j {svc_chain}")
             else:  # "Fix localhost martian source error"
                 loopback = "::1/128" if v6 else "127.0.0.0/8"

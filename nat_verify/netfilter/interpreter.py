@@ -79,12 +79,15 @@ class Interpreter:
 
     def __init__(
         self, ruleset: Ruleset, ctx: NodeContext, *, linear: bool = False, memo: bool | None = None,
-        replay_after: int = 32, hooks: HookTable = IPTABLES,
+        replay_after: int = 32, hooks: HookTable = IPTABLES, program: Program | None = None,
     ) -> None:  # fmt: skip
+        """``program``: the rules already compiled (another rule language lowered to the same
+        chains of compiled rules, or several rulesets of one node at their hook priorities);
+        by default ``ruleset`` compiled on ``ctx``."""
         self.ruleset = ruleset
         self.ctx = ctx
         self.hooks = hooks
-        self.program = Program(ruleset, ctx, index=not linear)
+        self.program = program if program is not None else Program(ruleset, ctx, index=not linear)
         self._routes: dict[IPAddress, Route] = {}
         self.memo = (not linear) if memo is None else memo
         self.analyser = summary.Analyser(self.program)
@@ -257,7 +260,9 @@ class Interpreter:
         info = self.analyser.info(ch.key)
         if not info.ok:
             return self._run_chain(ch, s, depth)
-        return self._replay(ch.key, info, s, lambda s0: self._run_chain(ch, s0, depth))
+        # keyed by depth too: a walk cut off at the depth limit below this chain is not the
+        # walk of the same chain called from nearer a base chain
+        return self._replay((ch.key, depth), info, s, lambda s0: self._run_chain(ch, s0, depth))
 
     def _run_chain(self, ch: Chain, s: PacketState, depth: int) -> list[Result]:
         """Every result of running ``s`` through ``ch`` from its first rule, in walk order."""

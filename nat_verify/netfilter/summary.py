@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["ADDR_FIELDS", "PLAIN_FIELDS", "PORT_FIELDS", "STATE_FIELDS", "Analyser", "ChainInfo", "state_key"]
 
 _NODE_FACTS = frozenset({FACT_ADDRESSES, FACT_ROUTES})
+REACH_LIMIT = 4096  # chains one chain's own summary info may span (see Analyser.info)
 
 
 class ChainInfo:
@@ -111,6 +112,11 @@ class Analyser:
         return d
 
     def info(self, key: tuple[str, str]) -> ChainInfo:
+        """What ``key`` and every chain it reaches read. A chain that reaches more than
+        ``REACH_LIMIT`` chains (kube-proxy's KUBE-SERVICES on a large node, a hostile
+        100,000-deep jump chain) is not summarised (``ok`` false: walked rule by rule, the
+        chains below it summarised on their own): collecting its reads would cost more than
+        the summary saves, and would be paid again at every depth it is called from."""
         i = self._info.get(key)
         if i is not None:
             return i
@@ -125,6 +131,9 @@ class Analyser:
             if k in seen:
                 continue
             seen.add(k)
+            if len(seen) > REACH_LIMIT:
+                i = self._info[key] = ChainInfo(set(), [], [], False)
+                return i
             r_, b_, p_, ok_, c_ = self.direct(k)
             reads |= r_
             bounds |= b_

@@ -21,12 +21,15 @@ def validate_ruleset(ruleset: Ruleset, ctx: NodeContext | None = None) -> None:
     """Raise DumpError (file:line) for the first rule the kernel would refuse."""
     ctx = ctx or NodeContext(family=ruleset.family, addresses=())
     seen: set[Match] = set()  # the parser interns matches: check each once
+    cores: set[object] = set()
     for t in ruleset.tables:
         names = t.by_name
         for c in t.chains:
             for r in c.rules:
                 try:
-                    compile_core(r.core, ctx)
+                    if r.core not in cores:
+                        compile_core(r.core, ctx)
+                        cores.add(r.core)
                     for m in r.matches:
                         if m not in seen:
                             compile_match(m, ctx)

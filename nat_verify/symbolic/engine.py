@@ -117,7 +117,7 @@ class Z3Engine:
         # each class is traced once: chain summaries would cost more than they save
         self.interp = interp or Interpreter(ruleset, ctx, memo=False)
         self.program: Program = self.interp.program
-        self.walker = Walker(self.program)
+        self.walker = Walker(self.program, self.interp.hooks)
         self.space = self.walker.space
         # the intent's constants alone: a space over no rules at all
         self.intent = SourceSpace(Program(Ruleset(ctx.family, ()), ctx))

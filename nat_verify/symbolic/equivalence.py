@@ -89,7 +89,7 @@ def equivalent(
     """The first packet on which ``a`` and ``b`` differ, or None when no packet does."""
     # each class is traced once: no chain summaries
     ia, ib = Interpreter(a, ctx, memo=False), Interpreter(b, ctx, memo=False)
-    wa, wb = Walker(ia.program), Walker(ib.program)
+    wa, wb = Walker(ia.program, ia.hooks), Walker(ib.program, ib.hooks)
     wb.space = wa.space  # one set of variables for both walks
     n = undecided = 0
     reasons: list[str] = []

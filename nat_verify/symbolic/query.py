@@ -132,7 +132,7 @@ def service_slices(dests: Sequence[tuple[IPAddress, int]]) -> tuple[Slice, ...]:
 def ask(ruleset: Ruleset, ctx: NodeContext, q: Question) -> Answer:
     """The answer to ``q`` over every packet it is about (see the module)."""
     interp = Interpreter(ruleset, ctx, memo=False)  # each witness is traced once
-    walker = Walker(interp.program)
+    walker = Walker(interp.program, interp.hooks)
     space = walker.space
     witnesses: list[Witness] = []
     sources: dict[tuple[str, str], Span] = {}  # per (destination, origin)

@@ -45,9 +45,9 @@ def intent_packets(cluster: Cluster, node: str) -> list[Packet]:
 
 
 def test_specs_are_all_here() -> None:
-    # twelve example clusters of two nodes each: a lost file must not shrink the check silently
-    assert len(CLUSTERS) == 12
-    assert len(CASES) == 24
+    # thirteen example clusters of two nodes each: a lost file must not shrink the check silently
+    assert len(CLUSTERS) == 13
+    assert len(CASES) == 26
 
 
 @pytest.mark.parametrize(("cluster", "node"), CASES, ids=[f"{c.name}/{n}" for c, n in CASES])

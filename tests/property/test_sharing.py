@@ -1,8 +1,7 @@
 """Symmetry reduction: sharing one check per shape gives exactly the unshared report.
 
 The reference is ``check_ruleset`` (every Service port checked on its own). Random clusters
-come from ``nat_verify.strategies`` without their Pods (Pods switch sharing off, so keeping
-them would make the property trivial); a generated cluster of the benchmark mix, where most
+come from ``nat_verify.strategies``, with their Pods or without; a generated cluster of the benchmark mix, where most
 ports share a shape, pins that sharing actually happens, and planted differences in one
 instance's rules show an instance that differs from its representative is checked on its own.
 """
@@ -45,9 +44,9 @@ def _same(cluster: Cluster, node: str, family: int, text: str | None = None, mem
     return memo
 
 
-@given(clusters(max_nodes=3, max_services=5, max_endpoints=4), st.data())
-def test_shared_equals_unshared_on_random_clusters(cluster: Cluster, data: st.DataObject) -> None:
-    cluster = attrs.evolve(cluster, pods=())
+@given(clusters(max_nodes=3, max_services=5, max_endpoints=4), st.booleans(), st.data())
+def test_shared_equals_unshared_on_random_clusters(cluster: Cluster, keep_pods: bool, data: st.DataObject) -> None:
+    cluster = cluster if keep_pods else attrs.evolve(cluster, pods=())
     node = data.draw(st.sampled_from([n.name for n in cluster.nodes]))
     _same(cluster, node, 4)
 
@@ -80,3 +79,24 @@ def test_an_instance_whose_rules_differ_is_checked_on_its_own() -> None:
     shared = check_shared(cluster, "node-0", rs)
     assert any(r.service == "ns29/svc29:p" and r.status == "violated" for r in shared.results)
     _same(cluster, "node-0", 4, text=broken)
+
+
+def test_one_or_two_workers_give_the_same_report() -> None:
+    cluster = generate_cluster(60, 3, nodes=3)
+    rs = parse(compile_node(cluster, "node-1", 4), family=4)
+    one = check_shared(cluster, "node-1", rs, workers=1)
+    two = check_shared(cluster, "node-1", rs, workers=2)
+    assert _results(one) == _results(two)
+    assert _findings(one) == _findings(two)
+    assert one.assumptions == two.assumptions
+
+
+@given(clusters(max_nodes=3, max_services=4, max_endpoints=3), st.booleans())
+def test_verify_shared_equals_verify_cluster(cluster: Cluster, keep_pods: bool) -> None:
+    from nat_verify.check import verify_cluster
+    from nat_verify.check.sharing import verify_shared
+
+    cluster = cluster if keep_pods else attrs.evolve(cluster, pods=())
+    shared, alone = verify_shared(cluster), verify_cluster(cluster)
+    assert _results(shared) == _results(alone)
+    assert _findings(shared) == _findings(alone)

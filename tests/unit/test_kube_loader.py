@@ -27,6 +27,7 @@ from nat_verify.model.cluster import (
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC_NAMES = [
     "control-plane",
+    "deployment",
     "dual-stack",
     "etp-local",
     "hostnetwork-daemonset",
@@ -660,3 +661,16 @@ def test_explicit_slices_win_over_pods(tmp_path: Path) -> None:
     (es,) = load_text(tmp_path, text).slices
     assert es.name == "s-x"
     assert es.endpoints[0].addresses == ("10.42.1.77",)
+
+
+def test_deployment_spec_synthesises_the_slice_from_its_pods() -> None:
+    c = spec("deployment")
+    (w,) = c.workloads
+    assert (w.kind, w.name, w.replicas) == ("Deployment", "api", 2)
+    (s,) = c.slices
+    assert s.origin == "synthesised"
+    # targetPort "http" is container port 8080 on both Pods; nodeName from each Pod
+    assert [(e.addresses, e.node_name, e.ready) for e in s.endpoints] == [
+        (("10.42.1.30",), "node-1", True), (("10.42.2.30",), "node-2", True),
+    ]  # fmt: skip
+    assert [(p.name, p.port) for p in s.ports] == [("http", 8080)]

@@ -1,6 +1,7 @@
-"""Where the per-node work of a fleet runs: this process, a pool of processes, or Dask.
+"""Where independent pieces of work run: this process, a pool of processes, or Dask.
 
-An executor runs ``fn(shared, item)`` for every item and returns the results in the items'
+Used for the nodes of a fleet (``nat_verify.fleet``) and for the Service ports of one node
+(``check.sharing``). An executor runs ``fn(shared, item)`` for every item and returns the results in the items'
 order, whatever order they finish in; ``done(index, result)`` is called as each one finishes
 (progress). ``shared`` (the cluster) is sent to each worker once, not once per item. Results
 do not depend on the executor or on the number of workers: every item is a pure function of
