@@ -134,7 +134,14 @@ def engines() -> dict[str, Callable[[Cluster, Ruleset], CheckReport]]:
             lambda c, rs: check_shared(c, NODE, rs, drift_check=False, workers=cpus),
         "exhaustive, one check per shape, 1 worker": lambda c, rs: check_shared(c, NODE, rs, drift_check=False),
         "exhaustive, every Service on its own": lambda c, rs: check_ruleset(c, NODE, rs, drift_check=False),
+        "z3, every Service on its own (bench_engines.py compares the engines)": _z3,
     }  # fmt: skip
+
+
+def _z3(c: Cluster, rs: Ruleset) -> CheckReport:
+    from nat_verify.symbolic.engine import check_ruleset_z3
+
+    return check_ruleset_z3(c, NODE, rs, drift_check=False)
 
 
 # -- child processes: one fresh process per measured stage keeps peak memory honest -------------
