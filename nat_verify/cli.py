@@ -84,7 +84,7 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 
 
 def load_dump(path: str, family: int | None = None) -> Ruleset:
-    from nat_verify.netfilter.interpreter import validate_ruleset
+    from nat_verify.netfilter.validate import validate_ruleset
 
     try:
         ruleset = parse_file(path, family=family)
@@ -760,26 +760,35 @@ def compile_nftables(cluster: Cluster, node: str, family: int, style: str) -> st
 @click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
 @click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
 @click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@click.option("--engine", default="z3", type=click.Choice(["z3", "exhaustive"]), show_default=True,
+              help="z3: the solver decides every packet (every source address and port); exhaustive: one "
+              "packet per class of the constants both dumps name")  # fmt: skip
 @partial_options
 @guarded
 @node_fact_options
 def diff(
     dump_a: str, dump_b: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...],
-    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, partial: bool = False, table: str | None = None,
+    pod_cidrs: tuple[str, ...], fmt: str, facts: NodeFacts, engine: str = "z3", partial: bool = False,
+    table: str | None = None,
 ) -> None:  # fmt: skip
     """Are two dumps equivalent for every packet? Exit 0 if so, 1 with one packet that differs."""
-    from nat_verify.check.equivalence import equivalent
-
     a, ex_a = load_rules(dump_a, None, partial, table)
     b, ex_b = load_rules(dump_b, a.family, partial, table)
     cluster = load_cluster(cluster_path) if cluster_path else None
     ctx = context_from_options(cluster, node, node_ips, pod_cidrs, a.family, facts, a)
-    res = equivalent(a, b, ctx)
+    res = _equivalence(engine)(a, b, ctx)
+    bugs: tuple[str, ...] = getattr(res, "bugs", ())
+    for bug in bugs:
+        click.echo(f"nat-verify bug: {bug}", err=True)
     d = res.difference
     if fmt == "json":
         doc: dict[str, Any] = d.to_json() if d else {"equivalent": True}
-        doc.update({"format": "nat_verify.diff/v1", "classes": res.classes, "inconclusive": res.inconclusive,
-                    "assumptions": premises_json(ctx)})  # fmt: skip
+        doc.update({"format": "nat_verify.diff/v1", "engine": engine, "classes": res.classes,
+                    "inconclusive": res.inconclusive + len(bugs), "assumptions": premises_json(ctx)})  # fmt: skip
+        if getattr(res, "reasons", ()):
+            doc["reasons"] = list(res.reasons)
+        if bugs:
+            doc["bugs"] = list(bugs)
         if partial:
             doc.update(partial=True, excerpts={dump_a: ex_a.to_json(), dump_b: ex_b.to_json()})
         click.echo(json.dumps(doc, indent=2))
@@ -797,7 +806,132 @@ def diff(
         click.echo(render_trace_text(Trace(d.packet, d.b)), nl=False)
     if fmt == "text":
         echo_assumptions(premises_json(ctx))
-    sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive else EXIT_OK)
+    sys.exit(EXIT_VIOLATION if d else EXIT_INCONCLUSIVE if res.inconclusive or bugs else EXIT_OK)
+
+
+def _equivalence(engine: str) -> Callable[[Ruleset, Ruleset, NodeContext], Any]:
+    if engine == "z3":
+        from nat_verify.symbolic.equivalence import equivalent as z3_equivalent
+
+        return z3_equivalent
+    from nat_verify.check.equivalence import equivalent
+
+    return equivalent
+
+
+# -- query ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("dump", type=click.Path(dir_okay=False))
+@click.option("--cluster", "cluster_path", multiple=True, help="Kubernetes YAML describing the cluster")
+@click.option("--node", help="the node whose rules DUMP holds (with --cluster)")
+@click.option("--node-ip", "node_ips", multiple=True, help="an address of the node (repeatable), without --cluster")
+@click.option("--pod-cidr", "pod_cidrs", multiple=True, help="the pod network (repeatable), without --cluster")
+@click.option("--reach", metavar="ADDRESS[:PORT]", help="can a packet reach ADDRESS[:PORT], after NAT?")
+@click.option("--from", "sources", multiple=True, metavar="CIDR", help="with --reach: only packets from these sources (repeatable; default: any)")
+@click.option("--masqueraded", metavar="SERVICE|ADDRESS:PORT", help="which packets to the Service (ns/name[:port], with --cluster) or address are masqueraded?")
+@click.option("--keeps-client-ip", "keeps", metavar="SERVICE|ADDRESS:PORT", help="which sources keep their client IP to the Service or address?")
+@click.option("--proto", type=click.Choice(["tcp", "udp", "sctp"]), help="only this protocol (default: every one; a Service: its ports')")
+@click.option("--format", "fmt", default="text", type=click.Choice(["text", "json"]), show_default=True)
+@guarded
+@node_fact_options
+def query(
+    dump: str, cluster_path: tuple[str, ...], node: str | None, node_ips: tuple[str, ...], pod_cidrs: tuple[str, ...],
+    reach: str | None, sources: tuple[str, ...], masqueraded: str | None, keeps: str | None, proto: str | None,
+    fmt: str, facts: NodeFacts,
+) -> None:  # fmt: skip
+    """Answer a question about every packet of DUMP: yes with a witness packet, or no (proved).
+
+    Exit 0: no packet does (proved over every source, destination and port); 1: yes, a witness
+    packet is shown (traced by the interpreter); 3: undecided (a rule the model cannot evaluate
+    might decide it); 2: bad input.
+    """
+    from nat_verify.symbolic import query as q
+
+    asked = [o for o, v in (("--reach", reach), ("--masqueraded", masqueraded), ("--keeps-client-ip", keeps)) if v]
+    if len(asked) != 1:
+        raise InputError("", "ask one question: --reach ADDRESS[:PORT] [--from CIDR], --masqueraded TARGET or --keeps-client-ip TARGET")
+    if sources and not reach:
+        raise InputError("--from", "--from goes with --reach")
+    target = reach or masqueraded or keeps or ""
+    family = _target_family(target)
+    rs = load_dump(dump, family)
+    cluster = load_cluster(cluster_path) if cluster_path else None
+    ctx = context_from_options(cluster, node, node_ips, pod_cidrs, rs.family, facts, rs)
+    protos = (proto,) if proto else ("tcp", "udp", "sctp")
+    if reach:
+        try:
+            addr, port = parse_endpoint(reach)
+            nets = [ipaddress.ip_network(c, strict=False) for c in sources]
+        except ValueError as e:
+            raise InputError("--reach/--from", str(e)) from None
+        if addr.version != rs.family or any(n.version != rs.family for n in nets):
+            raise InputError("--reach/--from", f"addresses of another family than the dump's (IPv{rs.family})")
+        question = q.reach(ctx, addr, port or None, nets, protos)
+    else:
+        slices, label, svc_protos = _query_destinations(target, cluster, node, rs.family, protos)
+        make = q.masqueraded if masqueraded else q.keeps_client_ip
+        question = make(label, slices, svc_protos)
+    answer = q.ask(rs, ctx, question)
+    for bug in answer.bugs:
+        click.echo(f"nat-verify bug: {bug}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps({**answer.to_json(), "assumptions": premises_json(ctx)}, indent=2))
+    else:
+        _echo_answer(answer)
+        echo_assumptions(premises_json(ctx))
+    sys.exit({"yes": EXIT_VIOLATION, "no": EXIT_OK}.get(answer.answer, EXIT_INCONCLUSIVE))
+
+
+def _target_family(target: str) -> int | None:
+    try:
+        return parse_endpoint(target)[0].version
+    except ValueError:
+        return None
+
+
+def _query_destinations(
+    target: str, cluster: Cluster | None, node: str | None, family: int, protos: tuple[str, ...]
+) -> tuple[tuple[Any, ...], str, tuple[str, ...]]:
+    """The Service addresses a question is about: TARGET as ADDRESS:PORT, or a Service's."""
+    from nat_verify.symbolic.query import service_slices
+
+    try:
+        addr, port = parse_endpoint(target, port_required=True)
+        return service_slices([(addr, port)]), target, protos
+    except ValueError:
+        pass
+    if cluster is None or not node:
+        raise InputError("", f"{target!r} is not ADDRESS:PORT; a Service (namespace/name[:port]) needs --cluster and --node")
+    from nat_verify.intent import destinations
+
+    dests = [d for d in destinations(cluster, node, family) if d.service == target or d.service.startswith(target + ":")]
+    if not dests:
+        raise InputError("", f"no Service port {target!r} with an IPv{family} address on node {node}")
+    pairs = [(ipaddress.ip_address(d.ip), d.port) for d in dests]
+    used = tuple(p for p in ("tcp", "udp", "sctp") if p in protos and any(d.proto == p for d in dests))
+    return service_slices(pairs), target, used or protos
+
+
+def _echo_answer(a: Any) -> None:
+    from nat_verify.report.text import render_trace_text
+
+    click.echo(a.question)
+    if a.answer == "yes":
+        click.echo(f"yes: {len(a.witnesses)} witness packet{'s' if len(a.witnesses) != 1 else ''}, each traced by the interpreter")
+        for dest, origin, srcs in a.sources:
+            click.echo(f"  to {dest} from {origin}: {srcs}")
+        for w in a.witnesses:
+            click.echo(f"witness: {w.packet}")
+            click.echo(render_trace_text(w.trace), nl=False)
+    elif a.answer == "no":
+        click.echo(f"no: proved for every packet ({a.slices} slices of packets: every source address and port, "
+                   "destination, destination port and protocol asked about)")  # fmt: skip
+    else:
+        click.echo("inconclusive: no witness found, but some packets could not be decided:")
+        for r in a.reasons:
+            click.echo(f"  {r}")
 
 
 # -- oracle -----------------------------------------------------------------------------------

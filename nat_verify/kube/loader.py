@@ -305,15 +305,27 @@ def build_cluster(
 
 
 def require_services(cluster: Cluster) -> None:
-    """Refuse a cluster without any Service: there is nothing to verify, and saying OK would lie."""
+    """Refuse a cluster without any Service: there is nothing to verify, and saying OK would lie.
+
+    The message points at the first object read (or the input's first line), so an editor or CI
+    annotation lands in the file that should have held the Services.
+    """
     if cluster.services:
         return
-    where = cluster.source.file or cluster.name or "<input>"
     hint = ""
     if cluster.skipped:
         shown = ", ".join(describe_skipped(s) for s in cluster.skipped[:3])
         hint = f"; skipped {shown}"
-    raise KubeInputError(where, 0, f"no Service found in the input{hint}")
+    sources = [o.source for group in (cluster.nodes, cluster.pods, cluster.workloads, cluster.slices,
+                                      cluster.legacy_endpoints) for o in group]  # fmt: skip
+    first: SourceRef | None = next((src for src in sources if src.line), None)
+    if first is None and cluster.proxy.source.line:
+        first = cluster.proxy.source
+    if first is None:
+        root = Path(cluster.source.file or ".")
+        files = spec_files(root) if root.is_dir() else [root]
+        first = SourceRef(str(files[0]) if files else str(root), 1)
+    raise KubeInputError(first.file, first.line, f"no Service found in the input{hint}")
 
 
 def describe_skipped(s: SkippedKind) -> str:

@@ -23,6 +23,9 @@ COUNTS: dict[str, Counter[str]] = {}
 
 RESULT, CLEAN_ERROR, DEFECT = "result", "clean error", "defect"
 
+# problems of a file as a whole, which name the file and no line (KubeInputError line 0)
+_WHOLE_FILE = "no Service found|cannot read|no such file"
+
 
 class Defect(AssertionError):
     """An input that broke the contract; the message says how."""
@@ -71,7 +74,9 @@ def run_cli(target: str, path: Path, args: list[str]) -> str:
         problems.append(f"stdout not empty: {r.stdout[:200]!r}")
     if len(errors) != 1:
         problems.append(f"expected one error message, got {len(errors)}: {err[:3]}")
-    elif not re.match(rf"nat-verify: error: (?:{where}:[1-9]\d*|--[a-z][a-z-]*): \S", errors[0]):
+    elif not re.match(rf"nat-verify: error: (?:{where}:[1-9]\d*|--[a-z][a-z-]*): \S", errors[0]) and not re.match(
+        rf"nat-verify: error: {where}: (?:{_WHOLE_FILE})", errors[0]
+    ):
         problems.append(f"the error does not name the file and a line: {errors[0][:300]!r}")
     if problems:
         return _defect(counts, path, f"{' '.join(args)}: " + "; ".join(problems))

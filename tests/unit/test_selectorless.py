@@ -100,11 +100,19 @@ def test_verify_passes_and_shows_the_note(spec: Path) -> None:
     assert [(f["invariant"], f["service"]) for f in notes] == [("NV003", "ns1/svc1")]
 
 
-@pytest.mark.parametrize("text", ["", "# nothing but a comment\n---\n", "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"])
-def test_an_input_without_a_service_is_exit_2(tmp_path: Path, text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("", 1),  # nothing at all: the file's first line
+        ("# nothing but a comment\n---\n", 1),
+        ("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n", 1),
+        ("# a node, but no Service\napiVersion: v1\nkind: Node\nmetadata: {name: cp-1}\n", 2),  # the first object
+    ],
+)
+def test_an_input_without_a_service_is_exit_2(tmp_path: Path, text: str, line: int) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text(text)
     for args in (["verify", str(path)], ["check", str(Path(__file__).parent / "data" / "recorded" / "nodes" / "cp-1.iptables-save"), "--cluster", str(path), "--node", "cp-1"]):
         r = CliRunner().invoke(main, args)
         assert r.exit_code == 2 and r.stdout == ""
-        assert f"{path}: no Service found in the input" in r.stderr
+        assert f"{path}:{line}: no Service found in the input" in r.stderr
