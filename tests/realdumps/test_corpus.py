@@ -232,3 +232,19 @@ def test_check_on_reconstructed_cluster_has_only_the_known_errors(dump_id: str, 
     if raised:
         pytest.xfail("; ".join(f"{k['invariant']} {k['message']!r}: {k['owner']}" for k in raised))
     assert code == (1 if known else 0) or (code == 3 and not known)
+
+
+def test_check_partial_says_why_each_result_is_inconclusive() -> None:
+    """Issue 8 item 6: on an excerpt, what depends on a chain it does not show is inconclusive,
+    and the result says which: the grep of weave-3568 shows no nat PREROUTING (and no raw
+    table), so no packet can be followed to the Service's rules."""
+    e = corpus.entry("weave-3568-grep-xlb-local")
+    code, out, err = run("check", str(corpus.path(e)), "--cluster", str(corpus.ROOT / e["cluster"]),
+                         "--node", e["check"]["node"], "--partial", "--format", "json")  # fmt: skip
+    doc = json.loads(out)
+    assert code == 3 and doc["meta"]["partial"] is True
+    statuses = {r["status"] for r in doc["results"]}
+    assert statuses <= {"inconclusive", "holds"} and "proved" not in statuses
+    for r in doc["results"]:
+        if r["status"] == "inconclusive":
+            assert "is not in the excerpt" in r["reason"], r

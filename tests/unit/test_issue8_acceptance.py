@@ -197,3 +197,25 @@ def test_weave_pod_interface_unknown_is_inconclusive(tmp_path: Path) -> None:
                      "(IfaceIs -> context.iface_verdict wiring pending sem's milestone 1 on main)")
     assert [o["verdict"] for o in outcomes] == ["inconclusive"]
     assert "weave" in str(outcomes[0].get("reason", ""))
+
+
+def test_check_says_why_a_result_is_inconclusive(tmp_path: Path) -> None:
+    """"Right, or inconclusive and why": kube-proxy 1.18 captures an externalIP from pods with
+    '-m physdev ! --physdev-is-in', which the model does not evaluate; every result that rests on
+    it is inconclusive and names that rule, in JSON (``results[].reason``) and in the text."""
+    from nat_verify.report.schema import errors, load_schema
+
+    cluster = ROOT / "tests" / "golden" / "eras" / "cluster.yaml"
+    code, rules, err = run("compile", str(cluster), "--node", "node-1", "--kube-proxy-version", "1.18")
+    assert code == 0, err
+    dump = tmp_path / "node-1.rules"
+    dump.write_text(rules)
+    args = ("check", str(dump), "--cluster", str(cluster), "--node", "node-1", "--kube-proxy-version", "1.18")
+    code, out, err = run(*args, "--format", "json")
+    doc = json.loads(out)
+    assert errors(doc, load_schema("report")) == []
+    inconclusive = [r for r in doc["results"] if r["status"] == "inconclusive"]
+    assert inconclusive and all("physdev" in r["reason"] for r in inconclusive)
+    assert all("reason" not in r for r in doc["results"] if r["status"] != "inconclusive")
+    code, text, err = run(*args)
+    assert "Why inconclusive" in text and "'physdev' is not modelled" in " ".join(text.split())
