@@ -405,6 +405,7 @@ def main() -> None:
     ap.add_argument("--growth-timeout", type=float, default=900.0)
     ap.add_argument("--fleet-nodes", type=int, default=100)
     ap.add_argument("--fleet-services", type=int, default=1000)
+    ap.add_argument("--parts", default="node,growth,fleet", help="which parts to run (comma-separated)")
     ap.add_argument("--quick", action="store_true", help="small sizes: 1,000 Services, growth to 3,000, 10 fleet nodes")
     ap.add_argument("--out-dir", default=str(Path(tempfile.gettempdir()) / "nat-verify-bench"))
     ap.add_argument("--no-results", action="store_true", help="do not rewrite bench/RESULTS.md")
@@ -437,9 +438,13 @@ def main() -> None:
     fig.say(f"Machine: {machine()}. Load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}.")
     fig.say(f"Command: `python3 bench/bench_scale.py {' '.join(sys.argv[1:])}`".replace(" `", "`", 0))
     fig.say()
-    bench_node(a, out, fig)
-    bench_growth(a, out, fig)
-    bench_fleet(a, out, fig)
+    parts = set(a.parts.split(","))
+    if "node" in parts:
+        bench_node(a, out, fig)
+    if "growth" in parts:
+        bench_growth(a, out, fig)
+    if "fleet" in parts:
+        bench_fleet(a, out, fig)
     load1 = os.getloadavg()
     fig.say(f"Finished in {time.perf_counter() - start:.0f} s; load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}. "
             "Figures taken on a loaded machine are noisy: compare the ratios, rerun on a quiet one.")  # fmt: skip

@@ -84,7 +84,7 @@ def load_cluster(path: Sequence[str]) -> Cluster:
 
 
 def load_dump(path: str, family: int | None = None) -> Ruleset:
-    from nat_verify.netfilter.interpreter import validate_ruleset
+    from nat_verify.netfilter.validate import validate_ruleset
 
     try:
         ruleset = parse_file(path, family=family)

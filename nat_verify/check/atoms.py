@@ -15,113 +15,126 @@ endpoint addresses, are one class.) The same holds for source ports (``--sport``
 constants) and the origin, which follows from the address (a node address is the host, this
 node's pod CIDR is a pod, anything else arrives from outside).
 
-The constants are collected over-approximately: every ``-s`` in every chain reachable from
-the nat PREROUTING/OUTPUT hooks by rules whose destination, port and protocol matches could
-match the destination, plus every ``-s`` in every other table and in nat POSTROUTING/INPUT
-(those run after DNAT, when the destination has changed). More constants only make more atoms.
+The constants are the source-address and source-port constants of the compiled predicates
+(``netfilter.program``), whatever module wrote them (``-s``, ``iprange``, ipset members,
+``addrtype``'s node addresses, ``--ctorigsrc``), collected over-approximately: those of every
+rule reachable from the nat PREROUTING/OUTPUT hooks by rules whose predicates can hold for the
+destination, port and protocol (``predicate.decide``), plus those of every rule in every other
+table and in nat POSTROUTING/INPUT (those run after DNAT, when the destination has changed).
+More constants only make more atoms.
 A rule the model cannot evaluate still makes the result inconclusive (the interpreter says so).
 """
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 from collections.abc import Iterable
 
+import attrs
+
 from nat_verify.model.cluster import IPAddress, IPNetwork
-from nat_verify.netfilter.constants import (
-    SRC_PORT_OPTIONS,
-    address_constants,
-    networks,
-    port_boundaries,
-)
 from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.hooks import IPTABLES, OUTPUT, PREROUTING, HookTable
 from nat_verify.netfilter.interpreter import Interpreter
-from nat_verify.netfilter.ruleset import Rule
+from nat_verify.netfilter.predicate import decide
+from nat_verify.netfilter.program import CompiledRule, Program
 
 SPORT_DEFAULT = 40000
 
 
-def _may_match_dst(rule: Rule, dst: IPAddress, dport: int, proto: str) -> bool:
-    d = rule.core_option("-d")
-    if d is not None:
-        inside = any(dst in n for n in networks(d.value) if n.version == dst.version)
-        if inside == d.negated:
-            return False
-    p = rule.core_option("-p")
-    if p is not None and not p.negated and p.value.lower() not in (proto, "all"):
-        return False
-    for m in rule.matches:
-        if m.module in ("tcp", "udp", "sctp"):
-            if m.module != proto:
-                return False
-            o = m.get("--dport") or m.get("--destination-port")
-            if o is not None and not o.negated and ":" not in o.value and o.value.isdigit() and int(o.value) != dport:
-                return False
-    return True
+@attrs.frozen
+class Partition:
+    """The cuts of one destination's source space: two sources with the same ``signature``
+    (the set of constant CIDRs they lie in) and source ports in the same interval between
+    ``sport_bounds`` are in one class (when ``sport_cut`` is false, all ports are)."""
+
+    family: int
+    spans: tuple[tuple[int, int], ...]  # [first, last + 1) of every constant CIDR
+    sport_bounds: tuple[int, ...]
+    sport_cut: bool
+
+    def signature(self, addr: int) -> frozenset[int]:
+        return frozenset(i for i, (a, b) in enumerate(self.spans) if a <= addr < b)
+
+    def sport_class(self, port: int) -> int:
+        return bisect.bisect_right(self.sport_bounds, port) if self.sport_cut else 0
+SRC_FIELDS = ("src", "orig_src")
+SPORT_FIELDS = ("sport", "orig_sport")
+
+
+def dnat_roots(hooks: HookTable) -> set[tuple[str, str]]:
+    """The base chains that decide a connection's destination NAT: the NAT entries at
+    PREROUTING and OUTPUT (iptables' nat PREROUTING/OUTPUT, nftables' type nat chains there)."""
+    return {e.key for e in hooks.entries if e.nat and e.hook in (PREROUTING, OUTPUT)}
+
+
+def may_match_destination(rule: CompiledRule, dst: IPAddress, dport: int, proto: str) -> bool:
+    """Whether some packet to (dst, dport, proto) can match ``rule``: no predicate of it is
+    false for every such packet."""
+    known = {"dst": dst, "dport": dport, "proto": proto}
+    return all(decide(p, known) is not False for p in rule.preds)
 
 
 class SourceSpace:
     """Precomputed constants of one ruleset; ``classes(dst, ...)`` gives the atoms for one destination."""
 
-    def __init__(self, interp: Interpreter) -> None:
-        self.interp = interp
+    def __init__(self, source: Interpreter | Program, hooks: HookTable | None = None) -> None:
+        self.program = source.program if isinstance(source, Interpreter) else source
+        if hooks is None:
+            hooks = source.hooks if isinstance(source, Interpreter) else IPTABLES
+        self.roots = dnat_roots(hooks)
         self.global_src: set[IPNetwork] = set()
         self.global_sport: set[int] = set()
-        pre = {("nat", "PREROUTING"), ("nat", "OUTPUT")}
-        pre_reachable = self._reachable(pre, None)
-        for (table, chain), ch in interp.chains.items():
-            if (table, chain) in pre_reachable and table == "nat":
+        # the chains that decide destination NAT see the original destination: their source
+        # constants count per destination (``constants``); every other chain's count for all
+        self.dnat_chains = self._reachable(self.roots, None)
+        for key, ch in self.program.chains.items():
+            if key in self.dnat_chains:
                 continue
-            for r in ch.raw:
-                self.global_src.update(address_constants(r, "src"))
-                self.global_sport.update(port_boundaries(r, SRC_PORT_OPTIONS))
+            for cr in ch.rules:
+                self.global_src.update(cr.address_constants(SRC_FIELDS))
+                self.global_sport.update(cr.port_constants(SPORT_FIELDS))
 
     def _reachable(
         self, roots: set[tuple[str, str]], dst: tuple[IPAddress, int, str] | None
     ) -> set[tuple[str, str]]:
+        chains = self.program.chains
         seen: set[tuple[str, str]] = set()
-        todo = [r for r in roots if r in self.interp.chains]
+        todo = [r for r in roots if r in chains]
         while todo:
             key = todo.pop()
             if key in seen:
                 continue
             seen.add(key)
-            ch = self.interp.chains[key]
-            positions = range(len(ch.rules)) if dst is None else (ch.candidates(dst[0]) or range(len(ch.rules)))
-            for i in positions:
-                r = ch.raw[i]
-                if dst is not None and not _may_match_dst(r, *dst):
+            ch = chains[key]
+            rules = ch.rules
+            for i in ch.positions(None if dst is None else dst[0]):
+                cr = rules[i]
+                if not cr.jump or (dst is not None and not may_match_destination(cr, *dst)):
                     continue
-                nxt = (key[0], r.target.name)
-                if nxt in self.interp.chains and nxt not in seen:
+                nxt = (key[0], cr.jump)
+                if nxt not in seen:
                     todo.append(nxt)
         return seen
 
     def constants(self, dst: IPAddress, dport: int, proto: str) -> tuple[set[IPNetwork], set[int]]:
         src = set(self.global_src)
         sport = set(self.global_sport)
-        for key in self._reachable({("nat", "PREROUTING"), ("nat", "OUTPUT")}, (dst, dport, proto)):
-            if key[0] != "nat":
-                continue
-            ch = self.interp.chains[key]
-            positions = ch.candidates(dst) or range(len(ch.rules))
-            for i in positions:
-                r = ch.raw[i]
-                if _may_match_dst(r, dst, dport, proto):
-                    src.update(address_constants(r, "src"))
-                    sport.update(port_boundaries(r, SRC_PORT_OPTIONS))
+        for key in self._reachable(self.roots, (dst, dport, proto)):
+            ch = self.program.chains[key]
+            rules = ch.rules
+            for i in ch.positions(dst):
+                cr = rules[i]
+                if may_match_destination(cr, dst, dport, proto):
+                    src.update(cr.address_constants(SRC_FIELDS))
+                    sport.update(cr.port_constants(SPORT_FIELDS))
         return src, sport
 
-    def classes(
-        self,
-        ctx: NodeContext,
-        dst: IPAddress,
-        dport: int,
-        proto: str,
-        extra: Iterable[IPNetwork | IPAddress],
-        preferred: Iterable[IPAddress] = (),
-    ) -> list[tuple[IPAddress, int, str]]:
-        """One (source, source port, origin) per equivalence class of packets to ``dst``."""
+    def partition(
+        self, ctx: NodeContext, dst: IPAddress, dport: int, proto: str, extra: Iterable[IPNetwork | IPAddress]
+    ) -> Partition:
+        """The cuts of the source space for packets to ``dst``: CIDRs and source-port bounds."""
         src_consts, sport_consts = self.constants(dst, dport, proto)
         fam = dst.version
         nets: set[IPNetwork] = {n for n in src_consts if n.version == fam}
@@ -139,16 +152,31 @@ class SourceSpace:
         else:
             nets.add(ipaddress.ip_network("ff00::/8"))
         nets.add(ipaddress.ip_network(dst))  # a pod addressing itself is its own case
+        spans = tuple(sorted({(int(n.network_address), int(n.broadcast_address) + 1) for n in nets}))
+        sports = tuple(sorted({0, 65536, *[p for p in sport_consts if 0 <= p <= 65536]}))
+        return Partition(fam, spans, sports, bool(sport_consts))
+
+    def classes(
+        self,
+        ctx: NodeContext,
+        dst: IPAddress,
+        dport: int,
+        proto: str,
+        extra: Iterable[IPNetwork | IPAddress],
+        preferred: Iterable[IPAddress] = (),
+    ) -> list[tuple[IPAddress, int, str]]:
+        """One (source, source port, origin) per equivalence class of packets to ``dst``."""
+        part = self.partition(ctx, dst, dport, proto, extra)
+        fam, spans = part.family, part.spans
         top = 1 << (32 if fam == 4 else 128)
-        spans = sorted({(int(n.network_address), int(n.broadcast_address) + 1) for n in nets})
         bounds = {0, top}
         for a, b in spans:
             bounds.add(a)
             bounds.add(b)
         edges = sorted(b for b in bounds if b <= top)
-        sports = sorted({0, 65536, *[p for p in sport_consts if 0 <= p <= 65536]})
+        sports = part.sport_bounds
         # one port per interval the --sport constants cut out (port 0 is not a valid source)
-        sport_reps = sorted({max(1, p) for p in sports[:-1]}) if sport_consts else [SPORT_DEFAULT]
+        sport_reps = sorted({max(1, p) for p in sports[:-1]}) if part.sport_cut else [SPORT_DEFAULT]
         out: list[tuple[IPAddress, int, str]] = []
         to_ip = ipaddress.IPv4Address if fam == 4 else ipaddress.IPv6Address
         dst_is_loopback = dst in ctx.loopback
@@ -159,7 +187,7 @@ class SourceSpace:
         # preferring one that holds a readable (preferred) address.
         chosen: dict[frozenset[int], tuple[int, int, int | None]] = {}
         for lo, hi in zip(edges, edges[1:], strict=False):
-            sig = frozenset(i for i, (a, b) in enumerate(spans) if a <= lo < b)
+            sig = part.signature(lo)
             pick = next((a for a in liked if lo <= a < hi), None)
             if sig not in chosen or (pick is not None and chosen[sig][2] is None):
                 chosen[sig] = (lo, hi, pick)

@@ -382,8 +382,9 @@ class NV010(Invariant):
             return
         warn = any("NV010" in w for w in case.exp.warnings)
         src = case.trace.packet.src
-        if case.dest.address_class == "cluster-ip" and case.origin == "external" and case.ctx.in_pod_network(src):
-            # a pod on another node sends ClusterIP traffic through its own node's rules, not ours
+        if case.dest.address_class in ("cluster-ip", "external-ip", "lb-ip") and case.origin == "external" and case.ctx.in_pod_network(src):
+            # a pod on another node sends ClusterIP, externalIP and LB IP traffic through its own
+            # node's rules (every kube-proxy captures them in PREROUTING), not ours
             return
         for o in case.outcomes:
             if not case.allowed(o) or _masq_mismatch(case, o) is not None:

@@ -1,10 +1,11 @@
 """Are two rulesets equivalent on a node? Every packet class, or one packet that differs.
 
 The packet space is cut into classes exactly as the exhaustive checker does (``atoms``), only
-over both rulesets' constants at once: destination addresses by every ``-d`` CIDR, the node's
-addresses, loopback and the pod networks; destination ports by every ``--dport`` constant of
-the rules that can see that destination; protocols by every ``-p``; sources by the source
-constants of both. Inside a class neither ruleset can tell two packets apart, so comparing one
+over both rulesets' constants at once, read off their compiled predicates: destination
+addresses by every destination constant (``-d``, ``iprange``, ipset members, ...), the node's
+addresses, loopback and the pod networks; destination ports by every destination-port constant
+of the rules that can see that destination; protocols by every protocol a rule tests; sources
+by the source constants of both. Inside a class neither ruleset can tell two packets apart, so comparing one
 representative per class compares all packets. Outcomes are compared as distributions over
 (verdict, translated destination and source, masquerade, REJECT type): which rules fired does
 not matter, what happens to the packet does.
@@ -23,10 +24,11 @@ from nat_verify.check.atoms import SourceSpace
 from nat_verify.model.cluster import IPAddress, IPNetwork
 from nat_verify.model.outcome import Outcome
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.constants import DST_PORT_OPTIONS, networks, port_boundaries
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
-from nat_verify.netfilter.ruleset import Rule, Ruleset
+from nat_verify.netfilter.predicate import PROTO_NAMES, ProtoIs, decide, walk
+from nat_verify.netfilter.program import CompiledRule, Program
+from nat_verify.netfilter.ruleset import Ruleset
 
 PROTOS = ("tcp", "udp", "sctp")
 
@@ -48,10 +50,9 @@ class Equivalence:
     inconclusive: int  # classes where either side could not be decided
 
 
-def _rules(rs: Ruleset) -> Iterator[Rule]:
-    for t in rs.tables:
-        for c in t.chains:
-            yield from c.rules
+def _rules(p: Program) -> Iterator[CompiledRule]:
+    for ch in p.chains.values():
+        yield from ch.rules
 
 
 def _signature(outcomes: tuple[Outcome, ...]) -> dict[tuple[object, ...], Fraction]:
@@ -71,19 +72,15 @@ def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
     fam = ctx.family
     ia, ib = Interpreter(a, ctx), Interpreter(b, ctx)
     sa, sb = SourceSpace(ia), SourceSpace(ib)
-    rules = [*_rules(a), *_rules(b)]
+    rules = [*_rules(ia.program), *_rules(ib.program)]
     dst_nets: set[IPNetwork] = {*ctx.pod_cidrs, *ctx.local_pod_cidrs, ctx.loopback}
     dst_nets.update(ipaddress.ip_network(x) for x in ctx.addresses)
-    by_rule: list[tuple[list[IPNetwork], list[int]]] = []
     protos = {"tcp"}
-    for r in rules:
-        d = r.core_option("-d")
-        nets = [n for n in networks(d.value) if n.version == fam] if d is not None else []
-        dst_nets.update(nets)
-        by_rule.append(([] if (d is None or d.negated) else nets, port_boundaries(r, DST_PORT_OPTIONS)))
-        p = r.core_option("-p")
-        if p is not None and p.value in PROTOS:
-            protos.add(p.value)
+    for cr in rules:
+        dst_nets.update(n for n in cr.address_constants(("dst", "orig_dst")) if n.version == fam)
+        for p in cr.preds:
+            protos.update(PROTO_NAMES[q.number] for q in walk(p) if isinstance(q, ProtoIs) and PROTO_NAMES.get(q.number) in PROTOS)
+    by_rule = [(cr, d) for cr in rules if (d := list(cr.port_constants(("dport", "orig_dport"))))]
     bounds = []
     for n in dst_nets:
         if n.version == fam:
@@ -96,8 +93,8 @@ def equivalent(a: Ruleset, b: Ruleset, ctx: NodeContext) -> Equivalence:
         if dst.is_multicast or dst.is_unspecified or (fam == 4 and rep >> 24 == 0):
             continue
         ports: list[int] = []
-        for nets, dports in by_rule:
-            if not nets or any(dst in n for n in nets):
+        for cr, dports in by_rule:
+            if all(decide(p, {"dst": dst}) is not False for p in cr.preds):
                 ports += dports
         for dport in _representatives(ports, 65536):
             if dport == 0:

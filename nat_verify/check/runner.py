@@ -86,6 +86,7 @@ class _Acc:
         self.inconclusive: dict[tuple[str, str], str] = {}
         self.findings: list[Finding] = []
         self._per_key: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._seen: set[tuple[object, ...]] = set()
 
     def touch(self, invs: Iterable[str], service: str, n: int = 1) -> None:
         for i in invs:
@@ -96,6 +97,14 @@ class _Acc:
             self.violated.add((inv, service))
         self.checked[(inv, service)] += 0
         k = (inv, service, sub)
+        p = f.packet
+        # two source classes the rules treat alike are one finding (reports tell findings
+        # apart by everything but the source, which is only a class's representative)
+        same = (inv, service, f.severity, f.expected, f.actual, p.origin, p.proto, p.dst, p.dport) if p else None
+        if same is not None and same in self._seen:
+            return
+        if same is not None:
+            self._seen.add(same)
         if self._per_key[k] < (MAX_FINDINGS_PER_KEY if f.severity == "error" else 1):
             self.findings.append(f)
         self._per_key[k] += 1

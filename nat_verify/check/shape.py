@@ -11,7 +11,7 @@ check of one Service port reads exactly:
    packet can have (the Service port's own destinations on this node, plus every DNAT target of
    a kept rule, to a fixed point). A rule left out can match no packet of this Service port at
    any hook, so the trace of every such packet is the same in the slice as in the whole ruleset;
-2. the node's facts (``NodeContext``: its addresses, pod CIDRs, routes) and the cluster-wide
+2. the node's facts (``NodeContext``: its addresses, pod CIDRs, routes; its Pods) and the cluster-wide
    constants the intent compares sources with (every node's addresses and pod CIDRs, the
    cluster CIDRs, the proxy configuration);
 3. the Service port itself and its endpoints (addresses, conditions, whether each is on this
@@ -351,6 +351,10 @@ def node_facts(namer: _Namer, cluster: Cluster, node: str, ctx: NodeContext) -> 
         ctx.bridge_nf_call, ctx.known,
         namer.nets(me.internal_ips), namer.nets(me.pod_cidrs), me.labels,
     ]  # fmt: skip
+    # the intent reads this node's Pods only: which addresses are pods here (the origin of a
+    # packet) and a pod that is no endpoint (a representative source)
+    pods = sorted(idx.pods_by_node.get(node, ()), key=lambda p: (p.host_network, _pod_order(p)))
+    facts.append(tuple((namer.nets(p.ips), p.host_network) for p in pods))
     p = cluster.proxy
     facts.append(attrs.evolve(p, source=SourceRef(), cluster_cidrs=(), node_port_addresses=()))
     facts.append(namer.nets(p.cluster_cidrs))
@@ -358,6 +362,17 @@ def node_facts(namer: _Namer, cluster: Cluster, node: str, ctx: NodeContext) -> 
     facts.append(namer.net("127.0.0.0/8" if ctx.family == 4 else "::1/128"))
     facts.append(len(cluster.nodes))
     return tuple(facts)
+
+
+def _pod_order(pod: Any) -> tuple[tuple[int, int], ...]:
+    out = []
+    for ip in pod.ips:
+        try:
+            a = ipaddress.ip_address(ip)
+        except ValueError:
+            raise NoShape(f"pod address {ip!r}") from None
+        out.append((a.version, int(a)))
+    return tuple(out)
 
 
 def _interval(n: IPNetwork) -> tuple[int, int, int]:
@@ -377,11 +392,14 @@ class NodeBase:
 
     def __init__(self, cluster: Cluster, node: str, ctx: NodeContext) -> None:
         self.namer = _Namer()
-        self.facts = node_facts(self.namer, cluster, node, ctx)
+        self.sound = True
+        try:
+            self.facts = node_facts(self.namer, cluster, node, ctx)
+        except NoShape:
+            self.sound, self.facts = False, ()
         self.others = [n for n in cluster.nodes if n.name != node]
         self.owners: list[tuple[tuple[int, int, int], str]] = []  # (interval, node) of others' constants
         profiles = []
-        self.sound = True
         self.node_level = dict(self.namer.addrs)
         for n in self.others:
             nets = [parse_network(x) for x in (*n.internal_ips, *n.pod_cidrs) if _parses(x)]
@@ -520,8 +538,6 @@ def shape_of(
 
     ``base`` (``NodeBase(cluster, node, ctx)``, built once per node) saves naming the node's
     facts again for every Service port."""
-    if cluster.pods:
-        return None  # pods add per-pod sources the shape does not describe
     fam = ctx.family
     try:
         base = base if base is not None else NodeBase(cluster, node, ctx)

@@ -20,9 +20,10 @@ import attrs
 from nat_verify.model.packet import Packet
 from nat_verify.netfilter.context import NodeContext
 from nat_verify.netfilter.interpreter import Interpreter
+from nat_verify.netfilter.registry import TERMINAL_TARGETS
 from nat_verify.netfilter.ruleset import Rule, Ruleset
 
-TERMINAL = frozenset({"ACCEPT", "DROP", "REJECT", "RETURN", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
+TERMINAL = TERMINAL_TARGETS
 # per-service chains: one that nothing jumps to is left over (kube-proxy's static chains such as
 # KUBE-MARK-MASQ exist whether or not a Service needs them)
 SERVICE_CHAINS = ("KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-", "KUBE-XLB-")

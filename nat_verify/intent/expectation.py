@@ -11,6 +11,10 @@ documented behaviour of Services, not from kube-proxy's rules, so the two can di
   traffic only to endpoints on the same node, and drops it when there is none (NV006).
 * ``externalTrafficPolicy`` (Service docs; "Using Source IP" tutorial): ``Cluster`` may send
   external traffic to any node's endpoint and source-NATs it, so the client IP is lost (NV004);
+  the promise is about clients outside the cluster: a pod of this node (as the local-traffic
+  detector sees it) needs no masquerade, its reply comes back through this node's conntrack,
+  so either is allowed (kubernetes#96296: kube-proxy 1.21-1.23 do not masquerade it, 1.24+ do;
+  the hairpin case stays NV008);
   ``Local`` keeps the client IP and only uses this node's endpoints, dropping the traffic when
   there is none (NV005). Traffic from pods and from the node itself to an external address is
   "short-circuited" to the cluster-wide endpoints (PR 77523, kept after the PR 99317 debate):
@@ -276,11 +280,28 @@ def _external(
     if svc.external_traffic_policy == "Cluster":
         reasons.append("externalTrafficPolicy=Cluster: any usable endpoint in the cluster")
         reasons.extend(sets.notes)
-        masq = _Masq(
-            True,
-            "externalTrafficPolicy=Cluster: traffic to an external address is source-NATed "
-            "(client IP lost)",
-        )
+        if origin == "pod" and is_local_traffic(det, src, origin):
+            masq = _Masq(
+                None,
+                "externalTrafficPolicy=Cluster source-NATs clients from outside the cluster; a "
+                f"pod of this node ({det.describe()}) needs no masquerade: its reply returns "
+                "through this node's conntrack (kubernetes#96296, kube-proxy 1.21-1.23 keep it)",
+            )
+        elif origin == "external" and is_local_traffic(det, src, origin):
+            # a pod of another node: no client from outside the cluster either. Whether its reply
+            # finds its way back is the return path's question (NV010): externalIPs and LB IPs
+            # are captured by its own node's kube-proxy, a NodePort on this node's address is not
+            masq = _Masq(
+                None,
+                f"{src} is cluster traffic ({det.describe()}): a pod of another node is no client "
+                "from outside the cluster (its return path is NV010's)",
+            )
+        else:
+            masq = _Masq(
+                True,
+                "externalTrafficPolicy=Cluster: traffic to an external address is source-NATed "
+                "(client IP lost)",
+            )
         return _dnat(sets.cluster, masq, source, sets, inv + ["NV004", "NV007"] + common, reasons)
 
     inv.append("NV005")

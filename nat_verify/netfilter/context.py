@@ -305,6 +305,14 @@ class NodeContext:
         return s.contains(addr)
 
 
+_UNKNOWN_FACTS = {
+    POD_IFACE: ("the interface pods' packets arrive on (the pod interface)", "give --pod-interface, --cni or --ip-addr"),
+    EXTERNAL_IFACE: ("the interface packets from off the node arrive on (the external interface)", "give --interface or --ip-addr"),
+    ROUTES: ("the interface the packet leaves by (routes)", "give --ip-route"),
+    ifaces.REMOTE_POD_ROUTE: ("the interface packets to other nodes' pods leave by (routes)", "give --ip-route"),
+}
+
+
 def iface_verdict(value: str, name: str, prefix: bool) -> bool | str:
     """``-i``/``-o NAME`` (``prefix``: ``NAME+``) on an interface value of ``NodeContext``.
 
@@ -317,7 +325,8 @@ def iface_verdict(value: str, name: str, prefix: bool) -> bool | str:
         if verdict is not None:
             return verdict
         shown = name + ("+" if prefix else "")
-        return f"{shown}: the {fact} is not known (give --interface/--ip-addr, --pod-interface or --ip-route)"
+        what, hint = _UNKNOWN_FACTS.get(fact, (f"the {fact}", "give the node facts"))
+        return f"-i/-o {shown}: {what} is not known ({hint})"
     if value.endswith("+"):
         known = value[:-1]
         if prefix:

@@ -136,6 +136,8 @@ class Ruleset:
     family: int  # 4 or 6
     tables: tuple[Table, ...]
     source: str = attrs.field(default="<memory>", eq=False)
+    # the iptables backend that wrote the dump ("legacy", "nft"), from its header; "" unknown
+    backend: str = attrs.field(default="", eq=False)
 
     @cached_property
     def by_name(self) -> dict[str, Table]:

@@ -12,10 +12,12 @@ fields they change. A summary therefore stores, for each result of the walk, the
 walk changed (with their new values), the probability factor, the rules that fired and the
 verdict; applying it to another state with the same key gives exactly what walking would.
 
-Which fields a rule reads is decided from its matches and target (``-s`` reads the source,
-``addrtype``/``MASQUERADE`` read addresses against the node's addresses and routes, ``recent``
-reads its lists...). A chain whose rules use anything this table does not know is never
-summarised, so unknown constructs cannot be short-cut.
+Which fields a rule reads, and which constants it compares them with, come from its compiled
+predicates (``predicate.reads``, ``address_constants``, ``port_constants``) and its target's
+registry entry (``MASQUERADE`` reads the destination against the node's routes, ``recent`` its
+lists...): the same description the interpreter evaluates, so a summary cannot miss a constant
+a match compares (ipset members are ``AddrIn`` constants like any ``-s``). A target that reads
+node facts (routes, addresses) adds the node's address constants.
 """
 
 from __future__ import annotations
@@ -26,63 +28,19 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from nat_verify.netfilter.constants import (
-    DST_PORT_OPTIONS,
-    SRC_PORT_OPTIONS,
-    address_constants,
-    port_boundaries,
-)
+from nat_verify.model.cluster import IPNetwork
 from nat_verify.netfilter.context import NodeContext
-from nat_verify.netfilter.ruleset import Rule
+from nat_verify.netfilter.spec import FACT_ADDRESSES, FACT_ROUTES
+from nat_verify.netfilter.state import ADDR_FIELDS, PLAIN_FIELDS, PORT_FIELDS, STATE_FIELDS
 
 if TYPE_CHECKING:
-    from nat_verify.netfilter.interpreter import PacketState
+    from nat_verify.netfilter.program import Program
+    from nat_verify.netfilter.state import PacketState
 
-ADDR_FIELDS = ("src", "dst", "orig_src", "orig_dst")
-PORT_FIELDS = ("sport", "dport", "orig_sport", "orig_dport")
-PLAIN_FIELDS = ("proto", "mark", "ctmark", "in_iface", "out_iface", "dnat", "snat_done", "masq", "untracked")
-# fields a walk may change (besides prob, path, recent and recent_set, handled apart)
-STATE_FIELDS = ADDR_FIELDS + PORT_FIELDS + PLAIN_FIELDS + ("reject_with", "reason")
+__all__ = ["ADDR_FIELDS", "PLAIN_FIELDS", "PORT_FIELDS", "STATE_FIELDS", "Analyser", "ChainInfo", "state_key"]
 
-_KNOWN_MODULES = {
-    "comment": set(), "nfacct": set(), "statistic": set(),
-    "tcp": {"proto", "sport", "dport"}, "udp": {"proto", "sport", "dport"}, "sctp": {"proto", "sport", "dport"},
-    "udplite": {"proto", "sport", "dport"}, "dccp": {"proto", "sport", "dport"},
-    "multiport": {"sport", "dport"}, "addrtype": {"src", "dst"}, "mark": {"mark"}, "connmark": {"ctmark"},
-    "conntrack": {"dnat", "snat_done", "untracked", "orig_src", "orig_dst", "orig_sport", "orig_dport", "proto"},
-    "state": {"dnat", "snat_done", "untracked"}, "recent": {"src", "dst", "recent"}, "iprange": {"src", "dst"},
-    "pkttype": {"dst"}, "set": {"src", "dst"}, "icmp": {"proto"}, "icmp6": {"proto"}, "icmpv6": {"proto"},
-}  # fmt: skip
-_CORE = {"-s": "src", "-d": "dst", "-p": "proto", "-i": "in_iface", "-o": "out_iface", "-f": ""}
-_TARGET_READS = {
-    "MASQUERADE": {"dst"}, "REDIRECT": {"in_iface"}, "MARK": {"mark"}, "CONNMARK": {"mark", "ctmark"},
-}
-
-
-def rule_reads(rule: Rule) -> set[str] | None:
-    """The state fields a rule reads, or None when it uses something not listed here."""
-    out: set[str] = set()
-    for o in rule.core:
-        f = _CORE.get(o.name)
-        if f is None:
-            return None
-        if f:
-            out.add(f)
-    for m in rule.matches:
-        fields = _KNOWN_MODULES.get(m.module)
-        if fields is None:
-            return None
-        out |= fields
-    out |= _TARGET_READS.get(rule.target.name, set())
-    return out
-
-
-def _addr_constants(rule: Rule) -> Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    return address_constants(rule)
-
-
-def _port_constants(rule: Rule) -> Iterable[int]:
-    return port_boundaries(rule, SRC_PORT_OPTIONS | DST_PORT_OPTIONS)
+_NODE_FACTS = frozenset({FACT_ADDRESSES, FACT_ROUTES})
+REACH_LIMIT = 4096  # chains one chain's own summary info may span (see Analyser.info)
 
 
 class ChainInfo:
@@ -97,12 +55,22 @@ class ChainInfo:
         self.ok = ok
 
 
-def _bounds(nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> list[int]:
+def _bounds(nets: Iterable[IPNetwork]) -> list[int]:
     b: set[int] = set()
     for n in nets:
         b.add(int(n.network_address))
         b.add(int(n.broadcast_address) + 1)
     return sorted(b)
+
+
+def node_networks(ctx: NodeContext) -> list[IPNetwork]:
+    """What the routing decision (and MASQUERADE, REDIRECT) compare an address with: the node's
+    addresses, loopback, pod networks and routes."""
+    return [*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
+            *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]  # fmt: skip
+
+
+_Direct = tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]
 
 
 class Analyser:
@@ -112,42 +80,43 @@ class Analyser:
     for replaying whole traces) is computed only when asked for.
     """
 
-    def __init__(self, chains: dict[tuple[str, str], tuple[Rule, ...]], ctx: NodeContext) -> None:
-        self.chains = chains
-        self.ctx_bounds = set(_bounds([*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
-                                       *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]))  # fmt: skip
-        self.ctx = ctx
-        self._direct: dict[tuple[str, str], tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]] = {}
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.ctx = program.ctx
+        self.ctx_bounds = set(_bounds(node_networks(program.ctx)))
+        self._direct: dict[tuple[str, str], _Direct] = {}
         self._info: dict[tuple[str, str], ChainInfo] = {}
         self._whole: ChainInfo | None = None
 
-    def direct(self, key: tuple[str, str]) -> tuple[set[str], set[int], set[int], bool, set[tuple[str, str]]]:
+    def direct(self, key: tuple[str, str]) -> _Direct:
         d = self._direct.get(key)
         if d is not None:
             return d
         reads: set[str] = set()
         bounds: set[int] = set()
         ports: set[int] = set()
-        ok = True
         calls: set[tuple[str, str]] = set()
-        for r in self.chains[key]:
-            rr = rule_reads(r)
-            if rr is None:
-                ok = False
-                continue
-            reads |= rr
-            for n in _addr_constants(r):
+        for cr in self.program.chains[key].rules:
+            reads |= cr.reads
+            for n in cr.address_constants():
                 bounds.add(int(n.network_address))
                 bounds.add(int(n.broadcast_address) + 1)
-            ports.update(_port_constants(r))
-            if (key[0], r.target.name) in self.chains:
-                calls.add((key[0], r.target.name))
-            if r.target.name in ("MASQUERADE", "REDIRECT") or any(m.module in ("addrtype", "pkttype") for m in r.matches):
+            ports.update(cr.port_constants())
+            if cr.jump:
+                calls.add((key[0], cr.jump))
+            if cr.spec is not None and cr.spec.facts & _NODE_FACTS:
                 bounds |= self.ctx_bounds
-        d = self._direct[key] = (reads, bounds, ports, ok, calls)
+        # every construct has declared reads (unknown ones read nothing and decide nothing):
+        # every chain can be summarised
+        d = self._direct[key] = (reads, bounds, ports, True, calls)
         return d
 
     def info(self, key: tuple[str, str]) -> ChainInfo:
+        """What ``key`` and every chain it reaches read. A chain that reaches more than
+        ``REACH_LIMIT`` chains (kube-proxy's KUBE-SERVICES on a large node, a hostile
+        100,000-deep jump chain) is not summarised (``ok`` false: walked rule by rule, the
+        chains below it summarised on their own): collecting its reads would cost more than
+        the summary saves, and would be paid again at every depth it is called from."""
         i = self._info.get(key)
         if i is not None:
             return i
@@ -162,6 +131,9 @@ class Analyser:
             if k in seen:
                 continue
             seen.add(k)
+            if len(seen) > REACH_LIMIT:
+                i = self._info[key] = ChainInfo(set(), [], [], False)
+                return i
             r_, b_, p_, ok_, c_ = self.direct(k)
             reads |= r_
             bounds |= b_
@@ -175,10 +147,10 @@ class Analyser:
         """One ChainInfo for the whole ruleset and the routing decision between the hooks."""
         if self._whole is None:
             reads: set[str] = {"dst"}
-            bounds: set[int] = set(_bounds_of_routing(self.ctx))
+            bounds: set[int] = set(self.ctx_bounds)
             ports: set[int] = set()
             ok = True
-            for key in self.chains:
+            for key in self.program.chains:
                 r_, b_, p_, ok_, _ = self.direct(key)
                 reads |= r_
                 bounds |= b_
@@ -186,14 +158,6 @@ class Analyser:
                 ok = ok and ok_
             self._whole = ChainInfo(reads, sorted(bounds), sorted(ports), ok)
         return self._whole
-
-
-def _bounds_of_routing(ctx: NodeContext) -> list[int]:
-    """What the routing decision between the hooks reads: the destination against the node's
-    addresses, loopback, pod networks and routes."""
-    nets = [*(ipaddress.ip_network(a) for a in ctx.addresses), ctx.loopback, *ctx.pod_cidrs,
-            *ctx.local_pod_cidrs, *(r.dst for r in ctx.routes)]  # fmt: skip
-    return _bounds(nets)
 
 
 def state_key(info: ChainInfo, s: PacketState) -> tuple[object, ...]:

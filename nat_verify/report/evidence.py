@@ -66,6 +66,7 @@ def verify_evidence(cluster: Cluster, findings: Sequence[Finding]) -> tuple[tupl
     from nat_verify.check.runner import families
 
     out: list[Finding] = [f for f in findings if f.node not in {n.name for n in cluster.nodes}]
+    done = set(out)  # the findings already in ``out`` (as given, or annotated)
     shares: list[Share] = []
     for n in cluster.nodes:
         for family in families(cluster, n.name):
@@ -73,10 +74,10 @@ def verify_evidence(cluster: Cluster, findings: Sequence[Finding]) -> tuple[tupl
             interp = Interpreter(ruleset, node_context(cluster, n.name, family))
             mine = [f for f in findings if f.node == n.name and _family(f) == family]
             out.extend(with_evidence(mine, interp, lines))
+            done.update(mine)
             shares.extend(service_shares(cluster, n.name, interp))
     # a finding of a family the node has no address of still belongs in the report
-    seen = set(out)
-    out.extend(f for f in findings if f not in seen)
+    out.extend(f for f in findings if f not in done)
     return tuple(out), shares
 
 

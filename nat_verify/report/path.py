@@ -14,52 +14,14 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from nat_verify.model.outcome import Step
+from nat_verify.netfilter.registry import TARGET_NAMES
 
 Node = tuple[str, str]  # (table, chain)
 
 BUILTIN_CHAINS = frozenset({"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"})
 
-# targets that are not chains (iptables extensions and built-in verdicts)
-TARGETS = frozenset(
-    {
-        "ACCEPT",
-        "DROP",
-        "REJECT",
-        "RETURN",
-        "QUEUE",
-        "NFQUEUE",
-        "DNAT",
-        "SNAT",
-        "MASQUERADE",
-        "REDIRECT",
-        "NETMAP",
-        "MARK",
-        "CONNMARK",
-        "LOG",
-        "NFLOG",
-        "ULOG",
-        "TRACE",
-        "CT",
-        "NOTRACK",
-        "TPROXY",
-        "TCPMSS",
-        "CHECKSUM",
-        "CLASSIFY",
-        "SET",
-        "AUDIT",
-        "TEE",
-        "DSCP",
-        "TOS",
-        "TTL",
-        "HL",
-        "SECMARK",
-        "CONNSECMARK",
-        "IDLETIMER",
-        "LED",
-        "SYNPROXY",
-        "HMARK",
-    }
-)
+# targets that are not chains (iptables extensions and built-in verdicts: the registry's)
+TARGETS = TARGET_NAMES
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP"})
 _JUMP_WORDS = frozenset({"-j", "-g", "--jump", "--goto", "jump", "goto"})
 

@@ -1,8 +1,7 @@
 """Symmetry reduction: sharing one check per shape gives exactly the unshared report.
 
 The reference is ``check_ruleset`` (every Service port checked on its own). Random clusters
-come from ``nat_verify.strategies`` without their Pods (Pods switch sharing off, so keeping
-them would make the property trivial); a generated cluster of the benchmark mix, where most
+come from ``nat_verify.strategies``, with their Pods or without; a generated cluster of the benchmark mix, where most
 ports share a shape, pins that sharing actually happens, and planted differences in one
 instance's rules show an instance that differs from its representative is checked on its own.
 """
@@ -45,9 +44,9 @@ def _same(cluster: Cluster, node: str, family: int, text: str | None = None, mem
     return memo
 
 
-@given(clusters(max_nodes=3, max_services=5, max_endpoints=4), st.data())
-def test_shared_equals_unshared_on_random_clusters(cluster: Cluster, data: st.DataObject) -> None:
-    cluster = attrs.evolve(cluster, pods=())
+@given(clusters(max_nodes=3, max_services=5, max_endpoints=4), st.booleans(), st.data())
+def test_shared_equals_unshared_on_random_clusters(cluster: Cluster, keep_pods: bool, data: st.DataObject) -> None:
+    cluster = cluster if keep_pods else attrs.evolve(cluster, pods=())
     node = data.draw(st.sampled_from([n.name for n in cluster.nodes]))
     _same(cluster, node, 4)
 

@@ -120,19 +120,48 @@ def test_bad_yaml_exit_2(tmp_path: Path) -> None:
     assert code == 2 and out == "" and str(p) in err
 
 
-def test_unknown_module_is_inconclusive_exit_3(tmp_path: Path) -> None:
+def test_unmodelled_module_is_inconclusive_exit_3(tmp_path: Path) -> None:
+    # quota is a real Linux match module the model does not evaluate: the dump loads, and the
+    # outcome that depends on it is inconclusive, naming the module and the line
     p = tmp_path / "opaque.save"
     p.write_text(
         "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n"
         "-A PREROUTING -j KUBE-SERVICES\n"
-        "-A KUBE-SERVICES -d 10.43.0.15/32 -m frobnicate --level 3 -j DNAT --to-destination 10.42.1.7:8080\n"
+        "-A KUBE-SERVICES -d 10.43.0.15/32 -m quota --quota 1000 -j DNAT --to-destination 10.42.1.7:8080\n"
         "COMMIT\n"
     )
     code, out, _ = run("trace", str(p), "--node-ip", "192.168.1.10", "--src", "203.0.113.9", "--dst", "10.43.0.15:80", "--format", "json")
     assert code == 3
     (o,) = json.loads(out)["outcomes"]
     assert o["verdict"] == "inconclusive"
-    assert "frobnicate" in o["reason"] and "line 5" in o["reason"]
+    assert "quota" in o["reason"] and "line 5" in o["reason"]
+
+
+# (``oracle`` reads the dump through the same load_dump, after checking for a kernel)
+@pytest.mark.parametrize("command", ["trace", "check", "diff"])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "-m frobnicate --level 3 -j ACCEPT",  # a module Linux does not have
+        "-j FROBNICATE",  # a target Linux does not have
+        "-m recent --rcheck --seconds 1h -j ACCEPT",  # a number the module reads, not a number
+        "-j MARK --set-xmark junk",  # a malformed mark
+        "-j MARK",  # no mark operation
+        "-j DNAT --to-destination 10.0.0.1",  # DNAT outside nat
+    ],
+)
+def test_input_the_kernel_refuses_is_exit_2_in_every_command(tmp_path: Path, command: str, rule: str) -> None:
+    p = tmp_path / "bad.save"
+    p.write_text(f"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n-A INPUT -p tcp {rule}\nCOMMIT\n")
+    cluster = Path(__file__).resolve().parents[2] / "specs"
+    args = {
+        "trace": ["trace", str(p), "--node-ip", "192.168.1.10", "--src", "203.0.113.9", "--dst", "192.168.1.10:80"],
+        "check": ["check", str(p), "--cluster", str(cluster / "web-svc.yaml"), "--node", "node-1"],
+        "diff": ["diff", str(p), str(p), "--node-ip", "192.168.1.10"],
+    }[command]
+    code, out, err = run(*args)
+    assert code == 2 and out == ""
+    assert f"{p}:4: " in err and "Traceback" not in err
 
 
 def test_verify_specs_proves_everything() -> None:

@@ -36,22 +36,14 @@ LB_REFUSED_EXTERNAL = ("NV012", "lb-ip", "external")
 # and OUTPUT, so traffic to an LB IP that is not local to the node is forwarded un-NATed.
 FIVE_DECIMALS = ("NV007", "cluster-ip", None)  # 1.16: 0.33333 per step is not 1/3 each
 MARK_NOT_CLEARED = ("NV014", "", None)  # 1.16.0-1.16.12, 1.17.0-1.17.8, 1.18.0-1.18.5 (#78948)
-POD_EXTERNAL_IP_KEEPS_SOURCE = ("NV004", "external-ip", "pod")  # 1.21-1.23
-# kubernetes#96296 (1.21) masquerades externalIP traffic only from off-cluster sources ("Local
-# traffic coming from Pods and Nodes will be always forwarded to the corresponding Service, so
-# no need to SNAT"); 1.24's KUBE-EXT masquerades it all again. What those releases do, but the
-# intent's "externalTrafficPolicy=Cluster: traffic to an external address is source-NATed" is
-# stricter than anything Kubernetes promises for pod traffic: a false alarm on a healthy
-# 1.21-1.23 node, reported to the intent's owners (status.log), kept here until they decide.
-
 KNOWN: dict[str, set[tuple[str, str, str | None]]] = {
     "1.16": {HOST_EXTERNAL_IP, LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL, FIVE_DECIMALS,
              ("NV007", "node-port", None), ("NV007", "localhost-node-port", None)},
     "1.17": {HOST_EXTERNAL_IP, LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
     "1.18": {HOST_EXTERNAL_IP, LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
     "1.20": {HOST_EXTERNAL_IP, LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
-    "1.21": {LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL, POD_EXTERNAL_IP_KEEPS_SOURCE},
-    "1.23": {LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL, POD_EXTERNAL_IP_KEEPS_SOURCE},
+    "1.21": {LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
+    "1.23": {LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
     "1.24": {LB_REFUSED_FORWARDED, LB_REFUSED_EXTERNAL},
 }  # fmt: skip
 

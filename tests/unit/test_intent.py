@@ -194,12 +194,30 @@ def test_external_to_node_port_cluster_policy() -> None:
     assert {"NV002", "NV004", "NV007"} <= set(e.invariants)
 
 
-def test_pod_and_host_to_node_port_cluster_policy_are_masqueraded() -> None:
-    for src, origin in ((POD1, "pod"), (HOST1, "host")):
-        e = expect(web_cluster(), "node-1", NP1, src, origin)
-        assert (e.kind, e.endpoints, e.masquerade) == ("dnat", BOTH, True)
+def test_host_to_node_port_cluster_policy_is_masqueraded_pod_either_way() -> None:
+    e = expect(web_cluster(), "node-1", NP1, HOST1, "host")
+    assert (e.kind, e.endpoints, e.masquerade) == ("dnat", BOTH, True)
+    # eTP=Cluster promises masquerade for clients outside the cluster; a pod of this node needs
+    # none (its reply returns through this node): either is allowed (kubernetes#96296)
+    e = expect(web_cluster(), "node-1", NP1, POD1, "pod")
+    assert (e.kind, e.endpoints, e.masquerade) == ("dnat", BOTH, None)
+    # with no detector a pod cannot be told from an outside client: masqueraded
+    e = expect(web_cluster(proxy={"cluster_cidrs": ()}), "node-1", NP1, POD1, "pod")
+    assert e.masquerade is True
     e = expect(web_cluster(), "node-1", LOCALHOST, "127.0.0.1", "host")
     assert (e.kind, e.endpoints, e.masquerade) == ("dnat", BOTH, True)
+
+
+def test_pod_of_another_node_is_no_outside_client_of_an_external_ip() -> None:
+    # every node's kube-proxy captures externalIPs in PREROUTING: a pod of node-2 that reaches
+    # node-1's rules with its own source is cluster traffic, not a client from outside
+    c = web_cluster(svc={"external_ips": ("198.51.100.10",)})
+    ext = Destination(SVC, "external-ip", "198.51.100.10", 80, "tcp")
+    assert expect(c, "node-1", ext, REMOTE_POD, "external").masquerade is None
+    assert expect(c, "node-1", ext, CLIENT, "external").masquerade is True
+    # nor of node-1's NodePort: node-2 does not capture it, so the reply of an endpoint on
+    # another node than node-1 bypasses node-1, which NV010 (return path) judges
+    assert expect(c, "node-1", NP1, REMOTE_POD, "external").masquerade is None
 
 
 def test_cluster_ip_from_pod_keeps_source() -> None:
@@ -221,9 +239,9 @@ def test_hairpin_is_per_endpoint() -> None:
     assert e.masquerade_required(EP1) is True
     assert e.masquerade_required(EP2) is False
     assert "NV008" in e.invariants
-    # the same through the NodePort (eTP=Cluster masquerades anyway)
+    # the same through the NodePort (eTP=Cluster: a local pod may keep its source elsewhere)
     e = expect(web_cluster(), "node-1", NP1, "10.42.1.7", "pod")
-    assert e.masquerade_required(EP1) is True and e.masquerade_required(EP2) is True
+    assert e.masquerade_required(EP1) is True and e.masquerade_required(EP2) is None
 
 
 def test_localhost_node_port_from_pod_is_unmanaged() -> None:

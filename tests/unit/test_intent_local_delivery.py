@@ -128,6 +128,8 @@ def test_verify_and_check_pass_on_node_address_endpoints(spec: str, tmp_path: Pa
     doc = json.loads(out)
     assert code == 0, [f["message"] for f in doc["findings"]]
     assert not [f for f in doc["findings"] if f["severity"] == "error"]
+    # each finding once (verify's evidence annotation used to append the unannotated copy too)
+    assert len({(f["node"], f["message"]) for f in doc["findings"]}) == len(doc["findings"])
     # the same rules as a real node's dump, checked against the cluster
     code, dump, _ = run("compile", path, "--node", "node-1", "--style", "save")
     (tmp_path / "node-1.save").write_text(dump)

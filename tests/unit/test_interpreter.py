@@ -189,3 +189,51 @@ def test_reply_is_reversed_only_when_it_comes_back_through_the_node() -> None:
     (o2,) = it2.trace(p).outcomes
     r2 = reply(p, o2, CTX)
     assert r2.through_node and not r2.broken and str(r2.received[0]) == "10.96.0.1" and r2.received[1] == 80
+
+
+# -- pinned: an ipset with known members (the summaries and the classes must see its members) ---
+
+_IPSET_DUMP = (
+    "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+    "-A FORWARD -m set --match-set blocked src -j DROP\nCOMMIT\n"
+)
+_IPSET_CTX = NodeContext(family=4, addresses=("192.168.1.10",), ipsets=(("blocked", ("203.0.113.0/24",)),))
+
+
+def test_ipset_members_split_the_memoised_walk() -> None:
+    # A source inside the set is dropped (xt_set matches it), one outside is forwarded. The
+    # memoised interpreter replays a walk per class of packets: a class that does not know the
+    # members answered "forward" for the second packet, from the first one's walk.
+    fast = Interpreter(parse(_IPSET_DUMP), _IPSET_CTX, replay_after=0)
+    plain = Interpreter(parse(_IPSET_DUMP), _IPSET_CTX, linear=True)
+    outside = Packet(src="198.51.100.1", dst="10.1.2.3", dport=80)
+    inside = Packet(src="203.0.113.5", dst="10.1.2.3", dport=80)
+    for it in (fast, plain):
+        assert [o.verdict for o in it.trace(outside).outcomes] == ["forward"]
+        assert [o.verdict for o in it.trace(inside).outcomes] == ["drop"]
+
+
+def test_ipset_members_are_constants_of_the_exhaustive_classes() -> None:
+    # the classes must hold a source inside the set, or a proof would never look at the
+    # dropped sources
+    import ipaddress
+
+    from nat_verify.check.atoms import SourceSpace
+
+    it = Interpreter(parse(_IPSET_DUMP), _IPSET_CTX)
+    classes = SourceSpace(it).classes(_IPSET_CTX, ipaddress.ip_address("10.1.2.3"), 80, "tcp", [])
+    assert any(src in ipaddress.ip_network("203.0.113.0/24") for src, _, _ in classes)
+    assert any(src not in ipaddress.ip_network("203.0.113.0/24") for src, _, o in classes if o == "external")
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_ten_thousand_matching_rules_in_a_row_need_no_recursion(linear: bool) -> None:
+    # each rule matches and goes on to the next (a non-terminating target): the walk is a loop,
+    # not a call per rule (474 such rules used to exhaust Python's recursion limit)
+    rules = "".join("-A FORWARD -s 10.0.0.0/8 -j MARK --or-mark 0x1\n" for _ in range(10_000))
+    it = interp(filter_=rules, memo=not linear) if not linear else Interpreter(
+        parse(f"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n{rules}COMMIT\n"), CTX,
+        linear=True,
+    )  # fmt: skip
+    (o,) = it.trace(ext("10.9.9.9", src="10.5.5.5")).outcomes
+    assert o.verdict == "forward" and o.mark == 1 and len(o.path) == 10_000
