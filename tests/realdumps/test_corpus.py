@@ -101,10 +101,13 @@ def _trace(e: dict[str, object], case: dict[str, object], partial: bool, facts: 
             "--proto", pkt.get("proto", "tcp"), "--format", "json", *facts]  # fmt: skip
     if "from" in pkt:
         args += ["--from", pkt["from"]]
-    for ip in node["node_ips"]:
-        args += ["--node-ip", ip]
-    for cidr in node.get("pod_cidrs", ()):
-        args += ["--pod-cidr", cidr]
+    if case.get("with_cluster"):  # the node as the reconstructed cluster has it (its own pod subnet)
+        args += ["--cluster", str(corpus.ROOT / str(e["cluster"])), "--node", e["check"]["node"]]  # type: ignore[index]
+    else:
+        for ip in node["node_ips"]:
+            args += ["--node-ip", ip]
+        for cidr in node.get("pod_cidrs", ()):
+            args += ["--pod-cidr", cidr]
     if partial:
         args.append("--partial")
     code, out, err = run(*args)
@@ -119,12 +122,18 @@ def _observed(doc: dict[str, object], keys: tuple[str, ...] = ("probability", "v
     return sorted(({k: o[k] for k in keys} for o in outs), key=str)
 
 
-def _fact_args(case: dict[str, object], tmp_path: Path) -> list[str]:
-    """The node facts a packet case gives (``facts``), as command-line options."""
+def _fact_args(case: dict[str, object], tmp_path: Path, keep: tuple[str, ...] | None = None) -> list[str]:
+    """The node facts a packet case gives (``facts``: ``cni``, ``interfaces``, ``ip_route``), as
+    command-line options; ``keep`` names the only ones to give."""
     facts = case.get("facts") or {}
     assert isinstance(facts, dict)
     args: list[str] = []
-    if "ip_route" in facts:
+    if "cni" in facts and (keep is None or "cni" in keep):
+        args += ["--cni", facts["cni"]]
+    if keep is None or "interfaces" in keep:
+        for i in facts.get("interfaces", ()):
+            args += ["--interface", i]
+    if "ip_route" in facts and (keep is None or "ip_route" in keep):
         route = tmp_path / "ip-route.json"
         route.write_text(json.dumps(facts["ip_route"]))
         args += ["--ip-route", str(route)]
@@ -152,16 +161,16 @@ def test_packets_trace_to_the_answers_read_off_the_rules(dump_id: str, index: in
 
 
 @pytest.mark.parametrize(("dump_id", "index"), [(d, i) for d, i in corpus.packet_cases() if "without_facts" in corpus.entry(d)["packets"][i]])
-def test_packets_that_need_a_node_fact_are_inconclusive_without_it(dump_id: str, index: int) -> None:
+def test_packets_that_need_a_node_fact_are_inconclusive_without_it(dump_id: str, index: int, tmp_path: Path) -> None:
     """Issue 8 item 4: a rule reading a fact nobody gave makes what depends on it inconclusive.
 
-    The case's ``facts`` decide the answer (the test above); without them the answer must be
-    inconclusive and name the rule that reads the missing fact.
+    The case's ``facts`` decide the answer (the test above); with only those ``keep`` names the
+    answer must be inconclusive and name what is missing.
     """
     e = corpus.entry(dump_id)
     case = e["packets"][index]
     want = case["without_facts"]
-    doc = _trace(e, case, not is_complete(e))
+    doc = _trace(e, case, not is_complete(e), tuple(_fact_args(case, tmp_path, tuple(want.get("keep", ())))))
     reasons = [o.get("reason", "") for o in doc["outcomes"] if o["verdict"] == "inconclusive"]  # type: ignore[attr-defined]
     if want.get("open") and not reasons:
         pytest.xfail(f"open, for {want['open']}: {want['why']}")
