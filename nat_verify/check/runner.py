@@ -118,7 +118,8 @@ class _Acc:
                 status = "inconclusive"
             else:
                 status = "proved" if exhaustive else "holds"
-            out.append(Result(inv, svc, self.node, status, "exhaustive" if exhaustive else "concrete", n, self.cluster))  # type: ignore[arg-type]
+            reason = self.inconclusive.get((inv, svc), "") if status == "inconclusive" else ""
+            out.append(Result(inv, svc, self.node, status, "exhaustive" if exhaustive else "concrete", n, self.cluster, reason))  # type: ignore[arg-type]
         return out
 
 

@@ -186,9 +186,10 @@ class Result:
     engine: Literal["z3", "hypothesis", "concrete", "exhaustive"]
     checked: int = 0  # packets (or packet classes) examined
     cluster: str = ""
+    reason: str = ""  # inconclusive: what the model could not decide (a rule, a missing fact)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "invariant": self.invariant,
             "service": self.service,
             "node": self.node,
@@ -197,3 +198,6 @@ class Result:
             "checked": self.checked,
             "cluster": self.cluster,
         }
+        if self.reason:
+            doc["reason"] = self.reason
+        return doc

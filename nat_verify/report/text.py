@@ -342,6 +342,19 @@ def finding_lines(f: Mapping[str, Any]) -> list[RenderableType]:
     return items
 
 
+def inconclusive_lines(results: Sequence[Mapping[str, Any]], *, limit: int = 8) -> list[str]:
+    """One line per reason an inconclusive result gives, naming the results it covers."""
+    by_reason: dict[str, list[str]] = {}
+    for r in results:
+        if r.get("status") == "inconclusive":
+            what = f"{r.get('invariant', '')} {r.get('service', '')}".strip()
+            by_reason.setdefault(str(r.get("reason") or "(no reason recorded)"), []).append(what)
+    lines = [f"{safe(', '.join(dict.fromkeys(whats)))}: {safe(reason)}" for reason, whats in by_reason.items()]
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... and {len(lines) - limit} more (JSON: results[].reason)"]
+    return lines
+
+
 def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 80) -> str:
     """The summary table (invariant x status), what its columns mean, and every finding.
 
@@ -368,6 +381,11 @@ def render_text(report: Mapping[str, Any], *, color: bool = False, width: int = 
     for line in lines:
         items.append(Padding(Text.from_ansi(line) if color else Text(line), (0, 0, 0, 2)))
     if lines:
+        items.append(Text(""))
+    why = inconclusive_lines(report.get("results", []))
+    if why:
+        items.append(Text(f"Why inconclusive ({len(why)})", style="bold underline"))
+        items.extend(Padding(Text(line), (0, 0, 0, 2)) for line in why)
         items.append(Text(""))
     findings = list(report.get("findings", []))
     if findings:
