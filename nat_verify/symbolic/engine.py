@@ -42,7 +42,6 @@ import attrs
 
 from nat_verify.check.atoms import Partition, SourceSpace
 from nat_verify.check.compare import compare
-from nat_verify.check.drift import drift
 from nat_verify.check.nodectx import node_context
 from nat_verify.check.runner import (
     CheckReport,
@@ -52,6 +51,7 @@ from nat_verify.check.runner import (
     _extra_constants,
     _finding,
     _service_location,
+    drift_report,
 )
 from nat_verify.check.structure import structure_issues
 from nat_verify.intent import (
@@ -62,13 +62,16 @@ from nat_verify.intent import (
     interesting_sources,
     usable_endpoints,
 )
+from nat_verify.intent.detector import node_addresses
 from nat_verify.model.cluster import Cluster, IPAddress, IPNetwork
 from nat_verify.model.outcome import Finding, Outcome, Trace
 from nat_verify.model.packet import Packet
-from nat_verify.netfilter.context import NodeContext
+from nat_verify.netfilter.context import NodeContext, Premise
 from nat_verify.netfilter.interpreter import Interpreter
 from nat_verify.netfilter.program import Program
 from nat_verify.netfilter.ruleset import Ruleset
+from nat_verify.node.facts import NodeFacts
+from nat_verify.node.proxyconfig import with_inferred_config
 from nat_verify.symbolic import domain
 from nat_verify.symbolic.classes import Undecided, classes
 from nat_verify.symbolic.domain import Span
@@ -185,12 +188,20 @@ def check_ruleset_z3(
     drift_check: bool = True,
     progress: Progress | None = None,
     location: Callable[[str], str] | None = None,
+    facts: NodeFacts | None = None,
+    infer_config: bool = True,
+    kube_proxy_version: str = "",
+    structure_check: bool = True,
     solve: bool = False,
 ) -> CheckReport:
-    """``check.runner.check_ruleset`` with the packet classes found by Z3 (same result types;
-    results name the engine ``z3``). ``solve``: see ``classes.classes``."""
+    """``check.runner.check_ruleset`` (same arguments and result types) with the packet classes
+    found by Z3; results name the engine ``z3``. ``solve``: see ``classes.classes``."""
     family = ruleset.family
-    ctx = node_context(cluster, node, family)
+    inferred: tuple[Premise, ...] = ()
+    if infer_config:
+        cluster, inferred = with_inferred_config(cluster, node, ruleset)
+    ctx = node_context(cluster, node, family, facts, ruleset)
+    own = frozenset(str(a) for a in ctx.addresses) | node_addresses(cluster, node)
     engine = Z3Engine(ruleset, ctx, solve=solve)
     interp = engine.interp
     loc = location or (lambda service: _service_location(cluster, service))
@@ -210,7 +221,7 @@ def check_ruleset_z3(
         for c in found.classes:
             pkt, tr = c.packet, c.trace
             src, origin = str(pkt.src), pkt.origin
-            exp = expect(cluster, node, dest, src, origin)
+            exp = expect(cluster, node, dest, src, origin, node_ips=own)
             packets += 1
             invs = set(exp.invariants) | ({"NV010"} if exp.kind == "dnat" else set())
             touched |= invs
@@ -253,23 +264,18 @@ def check_ruleset_z3(
             for i in touched or {"NV001"}:
                 acc.touch([i], dest.service, 0)
                 acc.inconclusive.setdefault((i, dest.service), reason)
-    for issue in structure_issues(ruleset, ctx):
+    for issue in structure_issues(ruleset, ctx) if structure_check else ():
         acc.touch(["NV014"], "")
         acc.finding("NV014", "", f"{issue.table}:{issue.chain}", Finding(
             "NV014", "", node, issue.message, severity=issue.severity,  # type: ignore[arg-type]
             location=f"{ruleset.source}:{issue.line}" if issue.line else ruleset.source,
         ))  # fmt: skip
     acc.touch(["NV014"], "")
+    premises = tuple((node, p) for p in (*inferred, *ctx.assumptions))
+    out = CheckReport(tuple(acc.results(exhaustive=True)), tuple(acc.findings), packets, premises)
     if drift_check:
-        acc.touch(["NV015"], "")
-        for item in drift(cluster, node, ruleset):
-            acc.finding("NV015", item.service, item.message, Finding(
-                "NV015", item.service, node, item.message,
-                expected="\n".join(item.missing[:20]) or "(nothing)", actual="\n".join(item.extra[:20]) or "(nothing)",
-                location=f"{ruleset.source}:{item.line}" if item.line else loc(item.service),
-            ))  # fmt: skip
-    results = tuple(attrs.evolve(r, engine="z3") for r in acc.results(exhaustive=True))
-    return CheckReport(results, tuple(acc.findings), packets)
+        out = out.merged(drift_report(cluster, node, ruleset, ctx, loc, kube_proxy_version))
+    return attrs.evolve(out, results=tuple(attrs.evolve(r, engine="z3") for r in out.results))
 
 
 def replay_failure(c: SourceClass) -> str:
